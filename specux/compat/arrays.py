@@ -1,0 +1,65 @@
+"""Tell numpy, torch and cupy arrays apart without importing torch or cupy."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+NUMPY = "numpy"
+TORCH = "torch"
+CUPY = "cupy"
+
+
+def library_of(x: Any, name: str = "x") -> str:
+    """Return ``"numpy"``, ``"torch"`` or ``"cupy"`` for an array; raise TypeError otherwise."""
+    if isinstance(x, np.ndarray):
+        return NUMPY
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return TORCH
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(x, cupy.ndarray):
+        return CUPY
+    raise TypeError(
+        f"{name} must be a numpy.ndarray, torch.Tensor or cupy.ndarray, "
+        f"got {type(x).__module__}.{type(x).__qualname__}"
+    )
+
+
+def device_type_of(x: Any, library: str) -> str:
+    """Where the data lives: ``"cpu"``, ``"cuda"`` or ``"mps"`` (or torch's other types)."""
+    if library == NUMPY:
+        return "cpu"
+    if library == CUPY:
+        return "cuda"
+    return x.device.type
+
+
+# dtype kinds, by the dtype's name so torch and cupy need not be imported.
+_REAL = {"float16", "bfloat16", "float32", "float64"}
+_COMPLEX = {"complex32", "complex64", "complex128", "chalf"}
+
+
+def dtype_name(x: Any, library: str) -> str:
+    """The dtype as a plain name: ``"float32"``, ``"complex64"``, ``"bfloat16"``, ..."""
+    if library == TORCH:
+        return str(x.dtype).removeprefix("torch.")
+    return np.dtype(x.dtype).name
+
+
+def float_kind(x: Any, library: str, name: str = "x") -> str:
+    """``"real"`` or ``"complex"`` for floating arrays; TypeError for int, bool and object."""
+    dtype = dtype_name(x, library)
+    if dtype in _REAL:
+        return "real"
+    if dtype in _COMPLEX:
+        return "complex"
+    raise TypeError(
+        f"{name} has dtype {dtype}: specux transforms take float16, bfloat16, float32, float64 "
+        "or complex inputs (cast integer and bool arrays to float first)"
+    )
+
+
+__all__ = ["CUPY", "NUMPY", "TORCH", "device_type_of", "dtype_name", "float_kind", "library_of"]

@@ -1,0 +1,1 @@
+"""Backends: the numpy CPU engine (cpu/), and later the generated GPU kernels."""

@@ -1,0 +1,83 @@
+"""FFT primitives on numpy arrays: complex-to-complex, real-to-complex, complex-to-real."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+try:  # scipy.fft keeps float32 in float32 and runs batches on several threads.
+    import scipy.fft as _scipy_fft
+except ImportError:  # pragma: no cover - exercised in the torch-less/scipy-less CI job
+    _scipy_fft = None
+
+_WORKERS = max(1, os.cpu_count() or 1)
+
+_COMPLEX_OF = {np.dtype(np.float32): np.complex64, np.dtype(np.float64): np.complex128}
+_REAL_OF = {np.dtype(np.complex64): np.float32, np.dtype(np.complex128): np.float64}
+
+
+def complex_dtype(real_dtype: np.dtype) -> np.dtype:
+    return np.dtype(_COMPLEX_OF[np.dtype(real_dtype)])
+
+
+def real_dtype(complex_dtype_: np.dtype) -> np.dtype:
+    return np.dtype(_REAL_OF[np.dtype(complex_dtype_)])
+
+
+def _fresh(result: np.ndarray, source: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    # Older numpy computes float32 FFTs in float64; the result must keep the input's precision
+    # and must never alias the input (torch custom ops may not return views of their inputs).
+    result = result.astype(dtype, copy=False)
+    if np.shares_memory(result, source):
+        result = result.copy()
+    return result
+
+
+def c2c(x: np.ndarray, dims: Sequence[int], forward: bool, norm: str) -> np.ndarray:
+    """Complex FFT (``forward``) or inverse FFT over ``dims`` with numpy's ``norm``."""
+    dims = tuple(dims)
+    if x.size == 0 or not dims:
+        return np.array(x, dtype=x.dtype, copy=True)
+    if _scipy_fft is not None:
+        f = _scipy_fft.fftn if forward else _scipy_fft.ifftn
+        out = f(x, axes=dims, norm=norm, workers=_WORKERS)
+    else:
+        f = np.fft.fftn if forward else np.fft.ifftn
+        out = f(x, axes=dims, norm=norm)
+    return _fresh(out, x, x.dtype)
+
+
+def r2c(x: np.ndarray, dims: Sequence[int], norm: str) -> np.ndarray:
+    """Real FFT over ``dims``; the last of them keeps ``n // 2 + 1`` bins."""
+    dims = tuple(dims)
+    out_dtype = complex_dtype(x.dtype)
+    if x.size == 0:
+        shape = list(x.shape)
+        shape[dims[-1]] = x.shape[dims[-1]] // 2 + 1
+        return np.zeros(shape, dtype=out_dtype)
+    if _scipy_fft is not None:
+        out = _scipy_fft.rfftn(x, axes=dims, norm=norm, workers=_WORKERS)
+    else:
+        out = np.fft.rfftn(x, axes=dims, norm=norm)
+    return _fresh(out, x, out_dtype)
+
+
+def c2r(x: np.ndarray, dims: Sequence[int], last_size: int, norm: str) -> np.ndarray:
+    """Inverse real FFT over ``dims`` giving ``last_size`` samples on the last of them.
+
+    The imaginary parts of the DC bin (and of the Nyquist bin for even sizes) are ignored.
+    """
+    dims = tuple(dims)
+    out_dtype = real_dtype(x.dtype)
+    sizes = [x.shape[d] for d in dims[:-1]] + [last_size]
+    if x.size == 0:
+        shape = list(x.shape)
+        shape[dims[-1]] = last_size
+        return np.zeros(shape, dtype=out_dtype)
+    if _scipy_fft is not None:
+        out = _scipy_fft.irfftn(x, s=sizes, axes=dims, norm=norm, workers=_WORKERS)
+    else:
+        out = np.fft.irfftn(x, s=sizes, axes=dims, norm=norm)
+    return _fresh(out, x, out_dtype)

@@ -1,0 +1,111 @@
+"""Padding, framing and overlap-add on numpy arrays, and their exact adjoints.
+
+Padding follows numpy.pad at every length (a signal shorter than the padding reflects
+repeatedly); the adjoint of a padding is the scatter-add of the padded samples back onto
+their sources, found from the same index map, so forward and adjoint can never disagree.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from specux.meta.shapes import n_frames, ola_length
+
+_NUMPY_MODE = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+@functools.lru_cache(maxsize=128)
+def _pad_sources(length: int, pad: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """Source index of every left-pad and right-pad sample of a ``mode`` padding."""
+    index = np.pad(np.arange(length), pad, mode=_NUMPY_MODE[mode])
+    left, right = index[:pad].copy(), index[pad + length :].copy()
+    left.flags.writeable = right.flags.writeable = False
+    return left, right
+
+
+def pad_signal(x: np.ndarray, pad: int, mode: str) -> np.ndarray:
+    """Pad the last axis by ``pad`` samples on each side (a new array)."""
+    length = x.shape[-1]
+    out = np.empty((*x.shape[:-1], length + 2 * pad), dtype=x.dtype)
+    out[..., pad : pad + length] = x
+    if pad == 0:
+        return out
+    if mode == "constant":
+        out[..., :pad] = 0
+        out[..., pad + length :] = 0
+    else:
+        left, right = _pad_sources(length, pad, mode)
+        out[..., :pad] = x[..., left]
+        out[..., pad + length :] = x[..., right]
+    return out
+
+
+def pad_adjoint(xp: np.ndarray, pad: int, mode: str, length: int) -> np.ndarray:
+    """Adjoint of :func:`pad_signal`: fold the padded samples back onto their sources."""
+    out = np.array(xp[..., pad : pad + length], copy=True)
+    if pad == 0 or mode == "constant":
+        return out
+    left, right = _pad_sources(length, pad, mode)
+    flat_out = out.reshape(-1, length)
+    flat_xp = xp.reshape(-1, xp.shape[-1])
+    # np.add.at accumulates repeated indices (short signals reflect onto a sample many times).
+    np.add.at(flat_out, (slice(None), left), flat_xp[:, :pad])
+    np.add.at(flat_out, (slice(None), right), flat_xp[:, pad + length :])
+    return flat_out.reshape(out.shape)
+
+
+def frame_view(xp: np.ndarray, frame_length: int, hop_length: int) -> np.ndarray:
+    """Frames of an already padded signal as a strided view ``(..., n_frames, frame_length)``."""
+    count = n_frames(xp.shape[-1], frame_length, hop_length, 0)
+    stride = xp.strides[-1]
+    return np.lib.stride_tricks.as_strided(
+        xp,
+        shape=(*xp.shape[:-1], count, frame_length),
+        strides=(*xp.strides[:-1], stride * hop_length, stride),
+        writeable=False,
+    )
+
+
+def frame(x: np.ndarray, frame_length: int, hop_length: int, pad: int, mode: str) -> np.ndarray:
+    """Pad by ``pad`` per side, then cut frames: ``(..., L) -> (..., n_frames, frame_length)``."""
+    xp = pad_signal(x, pad, mode) if pad else np.ascontiguousarray(x)
+    return np.array(frame_view(xp, frame_length, hop_length), copy=True)
+
+
+def overlap_add(frames: np.ndarray, hop_length: int) -> np.ndarray:
+    """Sum frames ``(..., n_frames, frame_length)`` placed every ``hop_length`` samples.
+
+    Deterministic by construction: the frame is cut into hop-sized chunks and chunk ``j`` of
+    every frame is added in one vectorized slice, so no sample is accumulated out of order.
+    """
+    *batch, count, frame_length = frames.shape
+    total = ola_length(count, frame_length, hop_length)
+    chunks = -(-frame_length // hop_length)
+    width = chunks * hop_length
+    out = np.zeros((*batch, (count + chunks - 1) * hop_length), dtype=frames.dtype)
+    if count == 0:
+        return out[..., :total]
+    if width != frame_length:
+        padded = np.zeros((*batch, count, width), dtype=frames.dtype)
+        padded[..., :frame_length] = frames
+        frames = padded
+    for j in range(chunks):
+        part = frames[..., j * hop_length : (j + 1) * hop_length]
+        out[..., j * hop_length : (j + count) * hop_length] += part.reshape(
+            *batch, count * hop_length
+        )
+    return out[..., :total]
+
+
+def overlap_add_padded(
+    frames: np.ndarray, length: int, hop_length: int, pad: int, mode: str
+) -> np.ndarray:
+    """Adjoint of :func:`frame`: overlap-add into the padded signal, then fold the padding."""
+    span = length + 2 * pad
+    summed = overlap_add(frames, hop_length)
+    xp = np.zeros((*frames.shape[:-2], span), dtype=frames.dtype)
+    covered = min(summed.shape[-1], span)
+    xp[..., :covered] = summed[..., :covered]
+    return pad_adjoint(xp, pad, mode, length)

@@ -1,0 +1,47 @@
+"""Precision policy: which dtype a transform computes in and which it returns.
+
+float32 / float64 compute as themselves. float16 and bfloat16 are storage formats: they
+compute in float32; real results come back in the input dtype, complex results as complex64
+(``torch.complex32`` for torch float16, which has a half-precision complex type).
+"""
+
+from __future__ import annotations
+
+_COMPUTE = {
+    "float16": "float32",
+    "bfloat16": "float32",
+    "float32": "float32",
+    "float64": "float64",
+    "complex32": "complex64",
+    "complex64": "complex64",
+    "complex128": "complex128",
+}
+_COMPLEX_OF = {"float32": "complex64", "float64": "complex128"}
+_REAL_OF = {"complex64": "float32", "complex128": "float64"}
+
+
+def compute_dtype(name: str) -> str:
+    """The dtype a transform computes in for an input of dtype ``name``."""
+    return _COMPUTE[name]
+
+
+def complex_of(compute_name: str) -> str:
+    """complex64 for float32, complex128 for float64."""
+    return _COMPLEX_OF[compute_name]
+
+
+def real_of(compute_name: str) -> str:
+    """float32 for complex64, float64 for complex128."""
+    return _REAL_OF[compute_name]
+
+
+def result_dtype(input_name: str, computed: str, library: str) -> str:
+    """The dtype handed back for a result computed as ``computed`` from an ``input_name`` input."""
+    storage = input_name in ("float16", "bfloat16", "complex32")
+    if not storage:
+        return computed
+    if computed.startswith("float"):
+        return "float16" if input_name == "complex32" else input_name
+    if library == "torch" and input_name in ("float16", "complex32"):
+        return "complex32"
+    return computed

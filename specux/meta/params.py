@@ -1,0 +1,258 @@
+"""Parameter validation and normalization: the one place user arguments are checked.
+
+Every error names the parameter, the value given and what is allowed. A parameter of the wrong
+type raises :class:`ParameterError`, which is both a ``ValueError`` and a ``TypeError`` so that
+either ``except`` clause catches it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specux.errors import BackendUnavailableError  # noqa: F401 - re-exported for callers
+
+
+class ParameterError(ValueError, TypeError):
+    """A parameter has the wrong type (a float ``n_fft``, a string ``hop_length``, ...)."""
+
+
+BACKENDS = ("auto", "cuda", "metal", "cpu")
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+_PAD_ALIASES = {"edge": "replicate", "wrap": "circular", "zeros": "constant"}
+OUTPUTS = ("complex", "magnitude", "power", "db")
+NORMS = ("backward", "ortho", "forward")
+WINDOW_NAMES = ("hann", "hamming", "blackman", "bartlett", "boxcar")
+_WINDOW_ALIASES = {
+    "hanning": "hann",
+    "rect": "boxcar",
+    "rectangular": "boxcar",
+    "ones": "boxcar",
+    "triang_periodic": "bartlett",
+}
+PARAMETRIC_WINDOWS = ("kaiser", "gaussian")
+
+
+def _describe(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def as_int(name: str, value: Any, *, minimum: int | None = None) -> int:
+    """An integer parameter (Python or numpy int, never bool or float), at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ParameterError(f"{name} must be an integer, got {_describe(value)}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name}={value} is out of range: must be >= {minimum}")
+    return value
+
+
+def as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ParameterError(f"{name} must be True or False, got {_describe(value)}")
+
+
+def as_float(name: str, value: Any, *, positive: bool = False, finite: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ParameterError(f"{name} must be a real number, got {_describe(value)}")
+    value = float(value)
+    if finite and not math.isfinite(value):
+        raise ValueError(f"{name}={value} is out of range: must be finite")
+    if positive and not value > 0:
+        raise ValueError(f"{name}={value} is out of range: must be > 0")
+    return value
+
+
+def as_choice(name: str, value: Any, allowed: tuple[str, ...], aliases: dict | None = None) -> str:
+    if not isinstance(value, str):
+        raise ParameterError(f"{name} must be one of {allowed}, got {_describe(value)}")
+    key = value.lower()
+    key = (aliases or {}).get(key, key)
+    if key not in allowed:
+        extra = f" (aliases: {sorted(aliases)})" if aliases else ""
+        raise ValueError(f"{name}={value!r} is not supported: use one of {allowed}{extra}")
+    return key
+
+
+def backend_name(value: Any) -> str:
+    return as_choice("backend", value, BACKENDS)
+
+
+def pad_mode_name(value: Any) -> str:
+    return as_choice("pad_mode", value, PAD_MODES, _PAD_ALIASES)
+
+
+def output_name(value: Any, allowed: tuple[str, ...] = OUTPUTS) -> str:
+    return as_choice("output", value, allowed)
+
+
+def norm_name(value: Any) -> str:
+    """FFT normalization: None means ``"backward"`` (numpy / torch.fft)."""
+    if value is None:
+        return "backward"
+    return as_choice("norm", value, NORMS)
+
+
+def dual_norm(value: str) -> str:
+    """The norm whose inverse-direction scale equals ``value``'s forward-direction scale."""
+    return {"backward": "forward", "forward": "backward", "ortho": "ortho"}[value]
+
+
+def axis(name: str, value: Any, ndim: int) -> int:
+    """A single axis, negative allowed, returned non-negative."""
+    value = as_int(name, value)
+    if not -ndim <= value < ndim:
+        raise ValueError(f"{name}={value} is out of range for an input with {ndim} dimensions")
+    return value % ndim
+
+
+def axes(name: str, value: Any, ndim: int) -> tuple[int, ...]:
+    """A sequence of distinct axes, returned non-negative in the given order."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = (value,)
+    if not isinstance(value, (tuple, list)):
+        raise ParameterError(f"{name} must be an int or a sequence of ints, got {_describe(value)}")
+    out = tuple(axis(name, v, ndim) for v in value)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name}={tuple(value)} repeats an axis")
+    return out
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A window: by name (built in float64 by the backend) or given as an array."""
+
+    name: str  # a WINDOW_NAMES / PARAMETRIC_WINDOWS entry, or "array"
+    parameter: float = 0.0  # kaiser beta, gaussian std
+
+    @property
+    def is_array(self) -> bool:
+        return self.name == "array"
+
+    def as_key(self) -> str:
+        """A compact string for op schemas: ``"hann"``, ``"kaiser:8.6"``."""
+        if self.name in PARAMETRIC_WINDOWS:
+            return f"{self.name}:{self.parameter!r}"
+        return self.name
+
+    @staticmethod
+    def from_key(key: str) -> WindowSpec:
+        name, _, parameter = key.partition(":")
+        return WindowSpec(name, float(parameter) if parameter else 0.0)
+
+
+def window_spec(value: Any) -> WindowSpec:
+    """Normalize ``window=``: a name, a ``(name, parameter)`` tuple, or an array (checked later)."""
+    if isinstance(value, str):
+        key = value.lower()
+        key = _WINDOW_ALIASES.get(key, key)
+        if key in WINDOW_NAMES:
+            return WindowSpec(key)
+        if key in PARAMETRIC_WINDOWS:
+            raise ValueError(
+                f"window={value!r} needs a parameter: pass ({key!r}, "
+                f"{'beta' if key == 'kaiser' else 'std'})"
+            )
+        raise ValueError(
+            f"window={value!r} is not supported: use one of {WINDOW_NAMES}, "
+            f"('kaiser', beta), ('gaussian', std), or a 1-D array of length win_length"
+        )
+    if isinstance(value, tuple):
+        if len(value) == 1 and isinstance(value[0], str):
+            return window_spec(value[0])
+        if len(value) != 2 or not isinstance(value[0], str):
+            raise ValueError(
+                f"window={value!r} is not supported: a tuple window is (name, parameter), "
+                "e.g. ('kaiser', 12.0) or ('gaussian', 7.0)"
+            )
+        key = value[0].lower()
+        if key not in PARAMETRIC_WINDOWS:
+            raise ValueError(
+                f"window={value!r} is not supported: parametric windows are {PARAMETRIC_WINDOWS}"
+            )
+        parameter = as_float(f"window[1] ({key} parameter)", value[1])
+        if key == "gaussian" and not parameter > 0:
+            raise ValueError(f"window={value!r}: the gaussian std must be > 0")
+        return WindowSpec(key, parameter)
+    return WindowSpec("array")
+
+
+@dataclass(frozen=True)
+class StftParams:
+    """Normalized stft / istft parameters (a hashable plan ingredient)."""
+
+    n_fft: int
+    hop_length: int
+    win_length: int
+    window: WindowSpec
+    center: bool
+    pad_mode: str
+    normalized: bool
+    onesided: bool
+
+    @property
+    def n_freq(self) -> int:
+        return self.n_fft // 2 + 1 if self.onesided else self.n_fft
+
+    @property
+    def pad(self) -> int:
+        """Samples of padding on each side of the signal (center=True)."""
+        return self.n_fft // 2 if self.center else 0
+
+    @property
+    def fft_norm(self) -> str:
+        # normalized=True scales by n_fft ** -0.5 (torch's meaning), i.e. the "ortho" FFT.
+        return "ortho" if self.normalized else "backward"
+
+
+def stft_params(
+    *,
+    n_fft: Any,
+    hop_length: Any,
+    win_length: Any,
+    window: Any,
+    center: Any,
+    pad_mode: Any = "constant",
+    normalized: Any = False,
+    onesided: Any = True,
+) -> StftParams:
+    n_fft = as_int("n_fft", n_fft, minimum=1)
+    if win_length is None:
+        win_length = n_fft
+    win_length = as_int("win_length", win_length, minimum=1)
+    if win_length > n_fft:
+        raise ValueError(f"win_length={win_length} is out of range: must be <= n_fft={n_fft}")
+    if hop_length is None:
+        # win_length // 4 as in librosa and torch; at least 1 so tiny windows still work.
+        hop_length = max(1, win_length // 4)
+    hop_length = as_int("hop_length", hop_length, minimum=1)
+    return StftParams(
+        n_fft=n_fft,
+        hop_length=hop_length,
+        win_length=win_length,
+        window=window_spec(window),
+        center=as_bool("center", center),
+        pad_mode=pad_mode_name(pad_mode),
+        normalized=as_bool("normalized", normalized),
+        onesided=as_bool("onesided", onesided),
+    )
+
+
+def eps_value(value: Any) -> float:
+    return as_float("eps", value, positive=True)
+
+
+def signal_length(name: str, length: int, p: StftParams) -> None:
+    """Check a signal of ``length`` samples can be framed with ``p``."""
+    if length == 0:
+        raise ValueError(f"{name} has an empty time axis: stft needs at least one sample")
+    if not p.center and length < p.n_fft:
+        raise ValueError(
+            f"{name} has {length} samples, fewer than n_fft={p.n_fft} with center=False: "
+            "pass center=True, a smaller n_fft, or a longer signal"
+        )

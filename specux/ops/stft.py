@@ -1,0 +1,224 @@
+"""stft / istft ops.
+
+Backward (analytic adjoints, made of specux ops so they differentiate again):
+- stft: the output mode's chain rule gives a complex cotangent G (..., n_freq, n_frames); each
+  frame's cotangent is inverse-transformed (the r2c adjoint), Y (..., n_frames, n_fft); then
+  grad_x = overlap_add(Y * w) folded through the padding, grad_w = sum_t frame(x) * Y.
+- istft: y = crop(ola(f * w) / env), env = ola(w**2), f = c2r(S); with g_env = pad(g) / env,
+  grad_S = c2r^H(frame(g_env) * w) and
+  grad_w = sum_t frame(g_env) * f - 2 w sum_t frame(g_env * ola(f * w) / env).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from specux.kernels.cpu import stft as cpu_stft
+from specux.meta import shapes
+from specux.meta.params import StftParams, WindowSpec, dual_norm
+from specux.meta.windows import centered_offset
+from specux.ops._declare import COMPLEX_OF, REAL_OF, declare, from_numpy, to_numpy
+from specux.ops.fft import c2c, c2r, c2r_adjoint, r2c_adjoint
+from specux.ops.frames import frame, overlap_add
+
+
+def params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, normalized, onesided):
+    return StftParams(
+        n_fft=n_fft,
+        hop_length=hop_length,
+        win_length=win_length,
+        window=WindowSpec.from_key(window_name),
+        center=center,
+        pad_mode=pad_mode,
+        normalized=normalized,
+        onesided=onesided,
+    )
+
+
+def full_window_tensor(p: StftParams, window, dtype, device) -> torch.Tensor:
+    """The n_fft-sample window as a tensor (differentiable when ``window`` is a tensor)."""
+    if window is not None:
+        left = centered_offset(p.win_length, p.n_fft)
+        return torch.nn.functional.pad(window, (left, p.n_fft - p.win_length - left))
+    named = cpu_stft.full_window(p, None, np.dtype(str(dtype).removeprefix("torch.")))
+    return torch.from_numpy(np.array(named)).to(device)
+
+
+def _window_grad(p: StftParams, full_grad: torch.Tensor) -> torch.Tensor:
+    left = centered_offset(p.win_length, p.n_fft)
+    return full_grad[left : left + p.win_length]
+
+
+def _sum_to_frame(t: torch.Tensor) -> torch.Tensor:
+    """Sum over every axis but the last: (..., n_frames, n_fft) -> (n_fft,)."""
+    return t.reshape(-1, t.shape[-1]).sum(0)
+
+
+# ---------------------------------------------------------------------------------------------
+# stft
+
+_STFT_SCHEMA = (
+    "(Tensor x, Tensor? window, str window_name, int n_fft, int hop_length, int win_length, "
+    "bool center, str pad_mode, bool normalized, bool onesided, str output, float eps) -> Tensor"
+)
+
+
+def _stft_fake(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
+               normalized, onesided, output, eps):  # fmt: skip
+    *batch, n_freq, count = shapes.stft_shape(
+        x.shape, n_fft, hop_length, n_fft // 2 if center else 0, onesided
+    )
+    dtype = COMPLEX_OF[x.dtype] if output == "complex" else x.dtype
+    # Frame-major in memory, like torch.stft: each frame's spectrum is one contiguous store.
+    return x.new_empty((*batch, count, n_freq), dtype=dtype).transpose(-1, -2)
+
+
+def _stft_cpu(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
+              normalized, onesided, output, eps):  # fmt: skip
+    p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, normalized,
+                  onesided)  # fmt: skip
+    w = None if window is None else to_numpy(window)
+    return from_numpy(cpu_stft.stft(to_numpy(x), w, p, output, eps))
+
+
+def _stft_setup(ctx, inputs, output):
+    x, window, window_name, *rest = inputs
+    ctx.args = (window_name, *rest)
+    ctx.save_for_backward(x, window)
+
+
+def _output_cotangent(spectrum, grad, output: str, eps: float):
+    """Chain rule from magnitude / power / dB back to the complex spectrum."""
+    if output == "magnitude":
+        return grad * spectrum.sgn()
+    if output == "power":
+        return 2.0 * grad * spectrum
+    power = spectrum.real**2 + spectrum.imag**2
+    scale = (10.0 / math.log(10.0)) * (power >= eps) / power.clamp_min(eps)
+    return 2.0 * (grad * scale) * spectrum
+
+
+def _stft_backward(ctx, grad):
+    x, window = ctx.saved_tensors
+    window_name, n_fft, hop, win_length, center, pad_mode, normalized, onesided, output, eps = (
+        ctx.args
+    )
+    p = params_of(n_fft, hop, win_length, window_name, center, pad_mode, normalized, onesided)
+    if output != "complex":
+        spectrum = stft(x, window, window_name, n_fft, hop, win_length, center, pad_mode,
+                        normalized, onesided, "complex", eps)  # fmt: skip
+        grad = _output_cotangent(spectrum, grad, output, eps)
+    columns = grad.transpose(-1, -2)  # (..., n_frames, n_freq)
+    if onesided:
+        y = r2c_adjoint(columns, [-1], n_fft, p.fft_norm)
+    else:
+        y = c2c(columns, [-1], False, dual_norm(p.fft_norm)).real
+    w = full_window_tensor(p, window, x.dtype, x.device)
+    grad_x = grad_w = None
+    if ctx.needs_input_grad[0]:
+        grad_x = overlap_add(y * w, x.shape[-1], hop, p.pad, pad_mode)
+    if window is not None and ctx.needs_input_grad[1]:
+        grad_w = _window_grad(p, _sum_to_frame(frame(x, n_fft, hop, p.pad, pad_mode) * y))
+    return (grad_x, grad_w) + (None,) * 10
+
+
+declare(
+    "stft",
+    _STFT_SCHEMA,
+    fake=_stft_fake,
+    kernels={"cpu": _stft_cpu},
+    backward=_stft_backward,
+    setup_context=_stft_setup,
+)
+
+
+def stft(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode, normalized,
+         onesided, output, eps):  # fmt: skip
+    return torch.ops.specux.stft(x, window, window_name, n_fft, hop_length, win_length, center,
+                                 pad_mode, normalized, onesided, output, eps)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# istft
+
+_ISTFT_SCHEMA = (
+    "(Tensor spec, Tensor? window, str window_name, int n_fft, int hop_length, int win_length, "
+    "bool center, bool normalized, bool onesided, int length) -> Tensor"
+)
+
+
+def _istft_fake(spec, window, window_name, n_fft, hop_length, win_length, center, normalized,
+                onesided, length):  # fmt: skip
+    shape = shapes.istft_shape(
+        spec.shape, n_fft, hop_length, n_fft // 2 if center else 0, None if length < 0 else length
+    )
+    return spec.new_empty(shape, dtype=REAL_OF[spec.dtype])
+
+
+def _istft_cpu(spec, window, window_name, n_fft, hop_length, win_length, center, normalized,
+               onesided, length):  # fmt: skip
+    p = params_of(n_fft, hop_length, win_length, window_name, center, "constant", normalized,
+                  onesided)  # fmt: skip
+    w = None if window is None else to_numpy(window)
+    out = cpu_stft.istft(to_numpy(spec), w, p, None if length < 0 else length)
+    return from_numpy(out)
+
+
+def _istft_setup(ctx, inputs, output):
+    spec, window, *rest = inputs
+    ctx.args = tuple(rest)
+    ctx.save_for_backward(spec, window)
+
+
+def _istft_backward(ctx, grad):
+    spec, window = ctx.saved_tensors
+    window_name, n_fft, hop, win_length, center, normalized, onesided, length = ctx.args
+    p = params_of(n_fft, hop, win_length, window_name, center, "constant", normalized, onesided)
+    count = spec.shape[-1]
+    span = shapes.ola_length(count, n_fft, hop)
+    start, stop, _ = cpu_stft.istft_bounds(p, count, None if length < 0 else length)
+    rdtype = REAL_OF[spec.dtype]
+    w = full_window_tensor(p, window, rdtype, spec.device)
+    # The envelope is recomputed from w with specux ops so the window gradient sees it.
+    env = overlap_add((w * w).expand(count, n_fft), span, hop, 0, "constant")
+    safe_env = torch.where(env > cpu_stft.NOLA_THRESHOLD, env, torch.ones_like(env))
+    grad_span = torch.nn.functional.pad(grad[..., : stop - start], (start, span - stop))
+    grad_env = grad_span / safe_env
+    grad_frames = frame(grad_env, n_fft, hop, 0, "constant")  # (..., n_frames, n_fft)
+    windowed = grad_frames * w
+    if onesided:
+        grad_spec = c2r_adjoint(windowed, [-1], p.fft_norm)
+    else:
+        grad_spec = c2c(windowed.to(spec.dtype), [-1], True, dual_norm(p.fft_norm))
+    grad_spec = grad_spec.transpose(-1, -2)
+    grad_w = None
+    if window is not None and ctx.needs_input_grad[1]:
+        columns = spec.transpose(-1, -2)
+        if onesided:
+            raw = c2r(columns, [-1], n_fft, p.fft_norm)
+        else:
+            raw = c2c(columns, [-1], False, p.fft_norm).real
+        summed = overlap_add(raw * w, span, hop, 0, "constant")
+        correction = frame(grad_env * summed / safe_env, n_fft, hop, 0, "constant")
+        full = _sum_to_frame(grad_frames * raw) - 2.0 * w * _sum_to_frame(correction)
+        grad_w = _window_grad(p, full)
+    return (grad_spec, grad_w) + (None,) * 8
+
+
+declare(
+    "istft",
+    _ISTFT_SCHEMA,
+    fake=_istft_fake,
+    kernels={"cpu": _istft_cpu},
+    backward=_istft_backward,
+    setup_context=_istft_setup,
+)
+
+
+def istft(spec, window, window_name, n_fft, hop_length, win_length, center, normalized,
+          onesided, length):  # fmt: skip
+    return torch.ops.specux.istft(spec, window, window_name, n_fft, hop_length, win_length,
+                                  center, normalized, onesided, length)  # fmt: skip

@@ -1,0 +1,54 @@
+"""Process-wide runtime options (determinism, autotune), read by every backend.
+
+Environment switches: ``SPECUX_DETERMINISTIC=1`` starts with deterministic mode on.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Process-wide like torch's own flag: autograd may run a backward on another thread.
+_deterministic = os.environ.get("SPECUX_DETERMINISTIC", "0").strip() not in ("", "0")
+
+
+def _torch_deterministic() -> bool:
+    # Only ask torch if the user already imported it: specux must not import torch itself here.
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        return bool(torch.are_deterministic_algorithms_enabled())
+    except AttributeError:  # pragma: no cover - very old torch
+        return False
+
+
+def is_deterministic() -> bool:
+    """True when kernels must be bitwise reproducible (specux's flag or torch's)."""
+    return _deterministic or _torch_deterministic()
+
+
+class deterministic:  # noqa: N801 - used as a function and as a context manager
+    """Turn deterministic mode on or off.
+
+    ``specux.deterministic(True)`` sets the process-wide flag; used as
+    ``with specux.deterministic(True): ...`` it restores the previous value on exit.
+    ``torch.use_deterministic_algorithms(True)`` turns it on as well.
+    """
+
+    def __init__(self, flag: bool) -> None:
+        if not isinstance(flag, bool):
+            raise TypeError(f"deterministic(flag): flag must be a bool, got {flag!r}")
+        global _deterministic
+        self._previous = _deterministic
+        _deterministic = flag
+
+    def __enter__(self) -> deterministic:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        global _deterministic
+        _deterministic = self._previous
+
+
+__all__ = ["deterministic", "is_deterministic"]

@@ -1,0 +1,91 @@
+"""Route a call by its input and ``backend=`` (seed-backends: auto routes by where the data
+lives; an explicit backend is strict and never copies through the host)."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from specux.compat.arrays import CUPY, NUMPY, TORCH, device_type_of, library_of
+from specux.errors import BackendUnavailableError
+from specux.meta.params import backend_name
+
+_DEVICE_BACKEND = {"cpu": "cpu", "cuda": "cuda", "mps": "metal"}
+
+
+@dataclass(frozen=True)
+class Route:
+    library: str  # numpy | torch | cupy
+    device_type: str  # where the input lives: cpu | cuda | mps | ...
+    backend: str  # cpu | cuda | metal: where the transform runs
+
+
+@functools.cache
+def cuda_driver_reason() -> str | None:
+    """None when an NVIDIA driver library loads, else why not."""
+    names = ["libcuda.so.1", "libcuda.so", ctypes.util.find_library("cuda") or ""]
+    if sys.platform == "win32":
+        names = ["nvcuda.dll"]
+    for name in filter(None, names):
+        try:
+            ctypes.CDLL(name)
+            return None
+        except OSError:
+            continue
+    return "no NVIDIA driver found (libcuda could not be loaded)"
+
+
+def backend_unavailable_reason(backend: str) -> str | None:
+    """None if ``backend`` can run here, else a sentence saying why not."""
+    if backend == "cpu":
+        return None
+    if backend == "cuda":
+        reason = cuda_driver_reason()
+        if reason is not None:
+            return reason
+        return "specux's CUDA kernels are not part of this version yet"
+    if backend == "metal":
+        if sys.platform != "darwin":
+            return f"Metal needs macOS (this is {sys.platform})"
+        return "specux's Metal kernels are not part of this version yet"
+    raise AssertionError(backend)
+
+
+def _unavailable(backend: str, what: str) -> BackendUnavailableError:
+    return BackendUnavailableError(
+        f"backend={backend!r} is unavailable for {what}: {backend_unavailable_reason(backend)}"
+    )
+
+
+def route(x: Any, backend: Any = "auto", name: str = "x") -> Route:
+    """Pick where a call on ``x`` runs, or raise BackendUnavailableError / TypeError."""
+    backend = backend_name(backend)
+    library = library_of(x, name)
+    device_type = device_type_of(x, library)
+    natural = _DEVICE_BACKEND.get(device_type)
+    if natural is None:
+        raise BackendUnavailableError(
+            f"{name} lives on a {device_type!r} device; specux runs on cpu, cuda and mps only"
+        )
+    what = f"a {library} array on {device_type}"
+    if backend == "auto":
+        chosen = natural
+    elif library == NUMPY and backend in ("cuda", "metal"):
+        chosen = backend  # numpy arrays may be staged to a GPU on request
+    elif backend != natural:
+        raise BackendUnavailableError(
+            f"backend={backend!r} does not match {name}, {what}: specux never copies between "
+            f"devices silently; move the data yourself or pass backend='auto'"
+        )
+    else:
+        chosen = backend
+    if backend_unavailable_reason(chosen) is not None:
+        raise _unavailable(chosen, what)
+    return Route(library, device_type, chosen)
+
+
+__all__ = ["CUPY", "NUMPY", "TORCH", "Route", "backend_unavailable_reason", "route"]
