@@ -6,7 +6,6 @@ The public API is written once against this interface; library differences live 
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,10 @@ from specux.compat.torch_compat import torch_module
 from specux.kernels.cpu import fft as cpu_fft
 from specux.kernels.cpu import stft as cpu_stft
 from specux.meta.params import StftParams
+
+_torch = torch_module()
+if _torch is not None:
+    from specux import ops as _torch_ops
 
 
 class NumpyEngine:
@@ -67,8 +70,7 @@ class TorchEngine:
 
     @staticmethod
     def cast(x, dtype: str):
-        torch = torch_module()
-        target = getattr(torch, dtype)
+        target = getattr(_torch, dtype)
         return x if x.dtype == target else x.to(target)
 
     @staticmethod
@@ -78,10 +80,9 @@ class TorchEngine:
             return x
         if have > size:
             return x.narrow(axis, 0, size)
-        torch = torch_module()
         shape = list(x.shape)
         shape[axis] = size - have
-        return torch.cat([x, x.new_zeros(shape)], dim=axis)
+        return _torch.cat([x, x.new_zeros(shape)], dim=axis)
 
     @staticmethod
     def conj(x):
@@ -89,36 +90,29 @@ class TorchEngine:
 
     @staticmethod
     def c2c(x, dims, forward, norm):
-        return _ops().fft.c2c(x, dims, forward, norm)
+        return _torch_ops.fft.c2c(x, dims, forward, norm)
 
     @staticmethod
     def r2c(x, dims, norm):
-        return _ops().fft.r2c(x, dims, norm)
+        return _torch_ops.fft.r2c(x, dims, norm)
 
     @staticmethod
     def c2r(x, dims, last_size, norm):
-        return _ops().fft.c2r(x, dims, last_size, norm)
+        return _torch_ops.fft.c2r(x, dims, last_size, norm)
 
     @staticmethod
     def stft(x, window, p: StftParams, output: str, eps: float):
-        return _ops().stft.stft(
+        return _torch_ops.stft.stft(
             x, window, p.window.as_key(), p.n_fft, p.hop_length, p.win_length, p.center,
             p.pad_mode, p.normalized, p.onesided, output, eps,
         )  # fmt: skip
 
     @staticmethod
     def istft(spec, window, p: StftParams, length: int | None):
-        return _ops().stft.istft(
+        return _torch_ops.stft.istft(
             spec, window, p.window.as_key(), p.n_fft, p.hop_length, p.win_length, p.center,
             p.normalized, p.onesided, -1 if length is None else length,
         )  # fmt: skip
-
-
-@functools.cache
-def _ops():
-    import specux.ops
-
-    return specux.ops
 
 
 ENGINES = {NUMPY: NumpyEngine, TORCH: TorchEngine}

@@ -27,12 +27,23 @@ _PAD_ALIASES = {"edge": "replicate", "wrap": "circular", "zeros": "constant"}
 OUTPUTS = ("complex", "magnitude", "power", "db")
 NORMS = ("backward", "ortho", "forward")
 WINDOW_NAMES = ("hann", "hamming", "blackman", "bartlett", "boxcar")
+# scipy.signal.get_window's short names, so scipy and librosa users' strings work unchanged.
 _WINDOW_ALIASES = {
     "hanning": "hann",
+    "han": "hann",
+    "hamm": "hamming",
+    "ham": "hamming",
+    "black": "blackman",
+    "blk": "blackman",
     "rect": "boxcar",
     "rectangular": "boxcar",
+    "box": "boxcar",
     "ones": "boxcar",
-    "triang_periodic": "bartlett",
+    "bart": "bartlett",
+    "brt": "bartlett",
+    "ksr": "kaiser",
+    "gauss": "gaussian",
+    "gss": "gaussian",
 }
 PARAMETRIC_WINDOWS = ("kaiser", "gaussian")
 
@@ -171,6 +182,7 @@ def window_spec(value: Any) -> WindowSpec:
                 "e.g. ('kaiser', 12.0) or ('gaussian', 7.0)"
             )
         key = value[0].lower()
+        key = _WINDOW_ALIASES.get(key, key)
         if key not in PARAMETRIC_WINDOWS:
             raise ValueError(
                 f"window={value!r} is not supported: parametric windows are {PARAMETRIC_WINDOWS}"

@@ -1,0 +1,175 @@
+"""Every torch.ops.specux op: opcheck, gradcheck, gradgradcheck (auto-enrolled from OPS)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tolerances import TOLERANCES  # noqa: E402
+
+import specux  # noqa: E402
+from specux.ops import OPS  # noqa: E402
+
+F64, C128 = torch.float64, torch.complex128
+
+
+def _variants(t: torch.Tensor):
+    """The layouts opcheck must see: ordinary, non-contiguous, offset view."""
+    yield "plain", t
+    wide = torch.cat([t, t], dim=-1)[..., ::2]
+    assert not wide.is_contiguous() or wide.numel() <= 1
+    yield "strided", wide
+    padded = torch.cat([t[..., :1], t], dim=-1)[..., 1:]
+    yield "offset", padded
+
+
+def _make(shape, dtype, requires_grad=False):
+    g = torch.Generator().manual_seed(hash(shape) % 1000)
+    if dtype.is_complex:
+        real = torch.randn(shape, generator=g, dtype=F64)
+        imag = torch.randn(shape, generator=g, dtype=F64)
+        t = torch.complex(real, imag).to(dtype)
+    else:
+        t = torch.randn(shape, generator=g, dtype=dtype)
+    return t.requires_grad_(requires_grad)
+
+
+# For each op: (label, make_args(dtype_real, dtype_complex)) -> args tuple. Tensors first.
+def _samples(name):
+    r, c = F64, C128
+    if name == "c2c":
+        return [
+            ("1d", lambda: (_make((3, 8), c), [1], True, "backward")),
+            ("2d-ortho", lambda: (_make((4, 6), c), [0, 1], False, "ortho")),
+            ("odd-forward", lambda: (_make((2, 7), c), [-1], True, "forward")),
+            ("empty-batch", lambda: (_make((0, 5), c), [1], True, "backward")),
+        ]
+    if name == "r2c":
+        return [
+            ("even", lambda: (_make((3, 8), r), [1], "backward")),
+            ("odd-ortho", lambda: (_make((2, 9), r), [-1], "ortho")),
+            ("2d", lambda: (_make((4, 6), r), [0, 1], "forward")),
+            ("empty-batch", lambda: (_make((0, 5), r), [1], "backward")),
+        ]
+    if name == "c2r":
+        return [
+            ("even", lambda: (_make((3, 5), c), [1], 8, "backward")),
+            ("odd-ortho", lambda: (_make((2, 5), c), [-1], 9, "ortho")),
+            ("2d", lambda: (_make((4, 4), c), [0, 1], 6, "forward")),
+        ]
+    if name == "frame":
+        return [
+            ("reflect", lambda: (_make((2, 20), r), 8, 3, 4, "reflect")),
+            ("short-reflect", lambda: (_make((2, 3), r), 8, 2, 4, "reflect")),
+            ("constant", lambda: (_make((20,), r), 6, 6, 3, "constant")),
+            ("replicate", lambda: (_make((2, 11), r), 5, 2, 2, "replicate")),
+            ("circular", lambda: (_make((2, 11), r), 5, 7, 2, "circular")),
+        ]
+    if name == "overlap_add":
+        return [
+            ("reflect", lambda: (_make((2, 7, 8), r), 20, 3, 4, "reflect")),
+            ("constant-nopad", lambda: (_make((5, 6), r), 18, 3, 0, "constant")),
+            ("hop-gt-frame", lambda: (_make((2, 3, 4), r), 20, 7, 2, "circular")),
+        ]
+    if name == "stft":
+        def stft_args(shape, win, win_name, n_fft, hop, wl, center, mode, norm, one, out):
+            return lambda: (_make(shape, r), None if win is None else _make((wl,), r), win_name,
+                            n_fft, hop, wl, center, mode, norm, one, out, 1e-10)  # fmt: skip
+        return [
+            ("complex", stft_args((2, 40), None, "hann", 16, 4, 16, True, "reflect", False,
+                                  True, "complex")),  # fmt: skip
+            ("array-window-odd", stft_args((3, 30), True, "array", 9, 4, 7, True, "constant",
+                                           True, True, "complex")),  # fmt: skip
+            ("power", stft_args((25,), True, "array", 8, 3, 8, False, "constant", False, True,
+                                "power")),  # fmt: skip
+            ("magnitude-full", stft_args((2, 24), None, "hamming", 8, 5, 6, True, "replicate",
+                                         False, False, "magnitude")),  # fmt: skip
+            ("db", stft_args((2, 24), True, "array", 8, 2, 8, True, "circular", False, True,
+                             "db")),  # fmt: skip
+        ]
+    if name == "istft":
+        def istft_args(shape, win, win_name, n_fft, hop, wl, center, norm, one, length):
+            def make():
+                spec = _make(shape, c)
+                window = None if win is None else (torch.rand((wl,), dtype=r) + 0.5)
+                return (spec, window, win_name, n_fft, hop, wl, center, norm, one, length)
+            return make
+        return [
+            ("named", istft_args((2, 9, 6), None, "hann", 16, 4, 16, True, False, True, -1)),
+            ("array-len", istft_args((9, 7), True, "array", 16, 5, 12, True, True, True, 30)),
+            ("full-long", istft_args((2, 8, 5), True, "array", 8, 2, 8, True, False, False,
+                                     40)),  # fmt: skip
+            ("uncentered", istft_args((5, 6), True, "array", 8, 3, 8, False, False, True, -1)),
+        ]
+    return []
+
+
+CASES = [(name, label, make) for name in sorted(OPS) for label, make in _samples(name)]
+
+
+def test_every_op_has_samples():
+    missing = [name for name in OPS if not _samples(name)]
+    assert not missing, f"ops without opcheck/gradcheck samples: {missing}"
+
+
+def _layouts(args):
+    first = args[0]
+    for label, t in _variants(first.detach()):
+        yield label, (t, *args[1:])
+
+
+@pytest.mark.parametrize("name,label,make", CASES, ids=[f"{n}-{lbl}" for n, lbl, _ in CASES])
+def test_opcheck(name, label, make):
+    op = OPS[name].op
+    for _, args in _layouts(make()):
+        torch.library.opcheck(op, args)
+
+
+def _grad_inputs(args):
+    return tuple(
+        a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) else a
+        for a in args
+    )
+
+
+def _differentiable(name, args):
+    """Wrap the op so gradcheck varies only the tensor arguments."""
+    op = OPS[name].op
+    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+    def fn(*tensors):
+        full = list(args)
+        for i, t in zip(positions, tensors):
+            full[i] = t
+        return op(*full)
+
+    return fn, tuple(args[i] for i in positions)
+
+
+@pytest.mark.parametrize("name,label,make", CASES, ids=[f"{n}-{lbl}" for n, lbl, _ in CASES])
+def test_gradcheck(name, label, make):
+    args = _grad_inputs(make())
+    if args[0].numel() == 0:
+        pytest.skip("nothing to differentiate")
+    fn, tensors = _differentiable(name, args)
+    assert torch.autograd.gradcheck(
+        fn, tensors, atol=TOLERANCES["gradcheck_atol"], rtol=TOLERANCES["gradcheck_rtol"]
+    )
+
+
+@pytest.mark.parametrize("name,label,make", CASES, ids=[f"{n}-{lbl}" for n, lbl, _ in CASES])
+def test_gradgradcheck(name, label, make):
+    args = _grad_inputs(make())
+    if args[0].numel() == 0:
+        pytest.skip("nothing to differentiate")
+    fn, tensors = _differentiable(name, args)
+    assert torch.autograd.gradgradcheck(
+        fn, tensors, atol=TOLERANCES["gradcheck_atol"], rtol=TOLERANCES["gradcheck_rtol"]
+    )
+
+
+def test_import_registers_ops():
+    for name in ("c2c", "r2c", "c2r", "frame", "overlap_add", "stft", "istft"):
+        assert hasattr(torch.ops.specux, name)
+    assert specux.stft is not None

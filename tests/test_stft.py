@@ -1,0 +1,216 @@
+"""stft / istft against float64 references (a direct numpy construction, torch, librosa)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.signal
+from hypothesis import given
+from hypothesis import strategies as st
+from tolerances import TOLERANCES, float32_bound, rel_l2, rel_peak
+
+import specux
+
+NUMPY_PAD = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def reference_stft(
+    x, n_fft, hop, win_length=None, window="hann", center=True, pad_mode="constant",
+    normalized=False, onesided=True, dtype=np.float64,
+):  # fmt: skip
+    """A direct construction from numpy.pad + explicit frames + numpy.fft, in ``dtype``."""
+    win_length = win_length or n_fft
+    if isinstance(window, np.ndarray):
+        w = window.astype(np.float64)
+    else:
+        w = scipy.signal.get_window(window, win_length, fftbins=True)
+    full = np.zeros(n_fft)
+    left = (n_fft - win_length) // 2
+    full[left : left + win_length] = w
+    x = np.asarray(x, dtype=np.float64)
+    if center:
+        widths = [(0, 0)] * (x.ndim - 1) + [(n_fft // 2, n_fft // 2)]
+        x = np.pad(x, widths, mode=NUMPY_PAD[pad_mode])
+    count = 1 + (x.shape[-1] - n_fft) // hop
+    index = np.arange(count)[:, None] * hop + np.arange(n_fft)[None, :]
+    frames = (x[..., index] * full).astype(dtype)
+    norm = "ortho" if normalized else "backward"
+    spec = np.fft.rfft(frames, axis=-1, norm=norm) if onesided else np.fft.fft(frames, norm=norm)
+    return np.swapaxes(spec, -1, -2)
+
+
+CONFIGS = [
+    # n_fft, hop, win_length
+    (1, 1, None),
+    (2, 1, None),
+    (17, 5, None),
+    (97, 31, 60),
+    (256, 64, None),
+    (1000, 333, 800),
+    (1031, 256, None),
+]
+
+
+@pytest.mark.parametrize("n_fft,hop,win_length", CONFIGS)
+@pytest.mark.parametrize("pad_mode", ["constant", "reflect", "replicate", "circular"])
+@pytest.mark.parametrize("length", [1, 3, 1500])
+def test_stft_float64_every_pad_mode_and_length(rng, n_fft, hop, win_length, pad_mode, length):
+    x = rng.standard_normal((2, length))
+    got = specux.stft(x, n_fft, hop, win_length, pad_mode=pad_mode)
+    ref = reference_stft(x, n_fft, hop, win_length, pad_mode=pad_mode)
+    assert got.shape == ref.shape and got.dtype == np.complex128
+    assert rel_l2(got, ref) <= TOLERANCES["float64"]
+
+
+@pytest.mark.parametrize(
+    "window",
+    ["hann", "hamming", "blackman", "bartlett", "boxcar", ("kaiser", 8.0), ("gaussian", 20.0)],
+)
+@pytest.mark.parametrize("center", [True, False])
+@pytest.mark.parametrize("normalized", [False, True])
+@pytest.mark.parametrize("onesided", [True, False])
+def test_stft_windows_and_options(rng, window, center, normalized, onesided):
+    x = rng.standard_normal((3, 700))
+    got = specux.stft(x, 128, 50, 100, window, center, "reflect", normalized, onesided)
+    ref = reference_stft(x, 128, 50, 100, window, center, "reflect", normalized, onesided)
+    assert rel_l2(got, ref) <= TOLERANCES["float64"]
+
+
+def test_stft_array_window(rng):
+    x = rng.standard_normal(500)
+    w = rng.random(90)
+    got = specux.stft(x, 128, 32, 90, window=w)
+    assert rel_l2(got, reference_stft(x, 128, 32, 90, window=w)) <= TOLERANCES["float64"]
+
+
+@pytest.mark.parametrize("batch", [(), (3,), (2, 3)])
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "negative", "offset"])
+def test_stft_batch_and_layouts(rng, batch, layout):
+    base = rng.standard_normal((*batch, 2 * 640 + 1))
+    x = {
+        "contiguous": np.ascontiguousarray(base[..., :640]),
+        "strided": base[..., ::2],
+        "negative": base[..., ::-2],
+        "offset": base[..., 1:641],
+    }[layout]
+    got = specux.stft(x, 64, 16)
+    ref = reference_stft(x, 64, 16)
+    assert got.shape == (*batch, 33, 1 + x.shape[-1] // 16)
+    assert rel_l2(got, ref) <= TOLERANCES["float64"]
+
+
+@pytest.mark.parametrize("n_fft,hop", [(17, 4), (256, 100), (1031, 300)])
+def test_stft_float32_error_within_3x_numpy(rng, n_fft, hop):
+    x = rng.standard_normal((4, 4000)).astype(np.float32)
+    ref = reference_stft(x, n_fft, hop)
+    numpy32 = reference_stft(x, n_fft, hop, dtype=np.float32)
+    got = specux.stft(x, n_fft, hop)
+    assert got.dtype == np.complex64
+    assert rel_l2(got, ref) <= float32_bound(rel_l2(numpy32, ref))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_stft_outputs(rng, dtype):
+    x = rng.standard_normal((2, 1200)).astype(dtype)
+    ref = reference_stft(x, 200, 60)
+    power = np.abs(ref) ** 2
+    mag = specux.stft(x, 200, 60, output="magnitude")
+    pow_ = specux.stft(x, 200, 60, output="power")
+    db = specux.stft(x, 200, 60, output="db", eps=1e-6)
+    assert mag.dtype == pow_.dtype == db.dtype == dtype
+    tol = TOLERANCES["float32_peak"] if dtype == np.float32 else TOLERANCES["float64"]
+    assert rel_peak(mag, np.abs(ref)) <= tol
+    assert rel_peak(pow_, power) <= tol
+    db_tol = TOLERANCES["db_abs32"] if dtype == np.float32 else TOLERANCES["db_abs64"]
+    assert np.max(np.abs(db - 10 * np.log10(np.maximum(power, 1e-6)))) <= db_tol
+
+
+def test_stft_matches_torch(rng):
+    torch = pytest.importorskip("torch")
+    x = torch.from_numpy(rng.standard_normal((2, 3000)))
+    for n_fft, hop, win, mode in [(512, 128, 400, "reflect"), (255, 77, None, "constant")]:
+        w = torch.hann_window(win or n_fft, dtype=torch.float64)
+        ref = torch.stft(x, n_fft, hop, win or n_fft, w, center=True, pad_mode=mode,
+                         return_complex=True)  # fmt: skip
+        got = specux.stft(x, n_fft, hop, win, pad_mode=mode)
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.complex128
+        assert got.stride() == ref.stride()
+        assert rel_l2(got.numpy(), ref.numpy()) <= TOLERANCES["float64"]
+
+
+def test_stft_matches_librosa(rng):
+    librosa = pytest.importorskip("librosa")
+    x = rng.standard_normal(5000)
+    for n_fft, hop, win in [(2048, 512, None), (1000, 250, 700)]:
+        ref = librosa.stft(x, n_fft=n_fft, hop_length=hop, win_length=win, pad_mode="constant")
+        got = specux.stft(x, n_fft, hop, win)
+        assert rel_l2(got, ref) <= TOLERANCES["float64"]
+
+
+# --------------------------------------------------------------------------------------------
+# istft
+
+
+@pytest.mark.parametrize(
+    "n_fft,hop,win_length,window",
+    [(16, 4, None, "hann"), (17, 5, None, "hann"), (256, 64, 200, "hamming"),
+     (1031, 250, None, ("kaiser", 6.0)), (64, 32, None, "boxcar"), (100, 30, 90, "blackman")],
+)  # fmt: skip
+@pytest.mark.parametrize("onesided", [True, False])
+@pytest.mark.parametrize("normalized", [False, True])
+def test_istft_roundtrip_float64(rng, n_fft, hop, win_length, window, onesided, normalized):
+    x = rng.standard_normal((2, 3001))
+    S = specux.stft(x, n_fft, hop, win_length, window, normalized=normalized, onesided=onesided)
+    y = specux.istft(S, n_fft, hop, win_length, window, normalized=normalized,
+                     onesided=onesided, length=x.shape[-1])  # fmt: skip
+    assert y.shape == x.shape and y.dtype == np.float64
+    assert rel_l2(y, x) <= TOLERANCES["roundtrip64"]
+
+
+def test_istft_length_pad_and_trim(rng):
+    x = rng.standard_normal(1000)
+    S = specux.stft(x, 64, 16, pad_mode="reflect")  # reflect: the padded tail is not zero
+    natural = specux.istft(S, 64, 16)
+    assert natural.shape == (16 * (S.shape[-1] - 1),)
+    longer = specux.istft(S, 64, 16, length=1100)
+    assert longer.shape == (1100,)
+    # Samples up to the end of the last frame are returned (as torch does); beyond, zeros.
+    covered = 64 + 16 * (S.shape[-1] - 1) - 32
+    np.testing.assert_allclose(longer[: natural.shape[0]], natural, rtol=0, atol=1e-12)
+    assert np.all(np.abs(longer[natural.shape[0] : covered]) > 1e-6)
+    np.testing.assert_array_equal(longer[covered:], 0.0)
+    shorter = specux.istft(S, 64, 16, length=500)
+    np.testing.assert_allclose(shorter, x[:500], rtol=0, atol=1e-12)
+
+
+def test_istft_matches_torch(rng):
+    torch = pytest.importorskip("torch")
+    x = torch.from_numpy(rng.standard_normal((3, 2000)))
+    w = torch.hann_window(300, dtype=torch.float64)
+    S = torch.stft(x, 400, 100, 300, w, return_complex=True)
+    ref = torch.istft(S, 400, 100, 300, w, length=1990)
+    got = specux.istft(S, 400, 100, 300, length=1990)
+    assert rel_l2(got.numpy(), ref.numpy()) <= TOLERANCES["float64"]
+
+
+def test_istft_nola_violation_raises(rng):
+    S = specux.stft(rng.standard_normal(400), 64, 16, center=False)
+    with pytest.raises(ValueError, match="NOLA"):
+        specux.istft(S, 64, 16, center=False)
+    S = specux.stft(rng.standard_normal(400), 64, 80)
+    with pytest.raises(ValueError, match="NOLA"):
+        specux.istft(S, 64, 80)
+
+
+@given(
+    n_fft=st.integers(2, 96),
+    hop_fraction=st.sampled_from([1, 2, 3, 4]),
+    length=st.integers(1, 400),
+    batch=st.sampled_from([(), (2,), (1, 2)]),
+)
+def test_istft_roundtrip_property(n_fft, hop_fraction, length, batch):
+    hop = max(1, n_fft // (2 * hop_fraction))
+    x = np.random.default_rng(n_fft * 1000 + length).standard_normal((*batch, length))
+    S = specux.stft(x, n_fft, hop, pad_mode="reflect")
+    y = specux.istft(S, n_fft, hop, length=length)
+    assert rel_l2(y, x) <= TOLERANCES["roundtrip64"]
