@@ -51,4 +51,23 @@ class deterministic:  # noqa: N801 - used as a function and as a context manager
         _deterministic = self._previous
 
 
-__all__ = ["deterministic", "is_deterministic"]
+
+
+
+def cache_dir() -> str:
+    """Where compiled kernels are cached: ``SPECUX_CACHE_DIR``, else the user cache folder."""
+    configured = os.environ.get("SPECUX_CACHE_DIR")
+    if configured:
+        return os.path.abspath(os.path.expanduser(configured))
+    if sys.platform == "darwin":
+        base = os.path.expanduser("~/Library/Caches")
+    elif sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA", os.path.expanduser("~\\AppData\\Local"))
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "specux")
+
+
+def disk_cache_enabled() -> bool:
+    """False when ``SPECUX_DISK_CACHE=0``."""
+    return os.environ.get("SPECUX_DISK_CACHE", "1").strip() != "0"

@@ -1,0 +1,94 @@
+"""``python -m specux info`` and ``python -m specux demo``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import platform
+import sys
+import time
+
+
+def _version(module: str) -> str:
+    try:
+        return getattr(importlib.import_module(module), "__version__", "installed")
+    except Exception as exc:  # noqa: BLE001 - report any import failure as the reason
+        return f"not available ({type(exc).__name__}: {exc})"
+
+
+def info() -> int:
+    """Print versions, which backends can run here and why any cannot."""
+    import specux
+    from specux import options, routing
+
+    print(f"specux {specux.__version__} (python {platform.python_version()}, {sys.platform})")
+    for module in ("numpy", "scipy", "torch", "cupy", "librosa"):
+        print(f"  {module:8s} {_version(module)}")
+    print("backends:")
+    for backend in ("cpu", "cuda", "metal"):
+        reason = routing.backend_unavailable_reason(backend)
+        print(f"  {backend:6s} {'available' if reason is None else 'unavailable: ' + reason}")
+    print("torch ops:", "registered (torch.ops.specux.*)" if "torch" in sys.modules else "no torch")
+    print(f"deterministic: {options.is_deterministic()}")
+    cache = options.cache_dir()
+    if not options.disk_cache_enabled():
+        cache = "disabled (SPECUX_DISK_CACHE=0)"
+    print(f"kernel cache: {cache}")
+    return 0
+
+
+def demo(png: str | None) -> int:
+    """A chirp's spectrogram on the best available backend, timed."""
+    import numpy as np
+
+    import specux
+    from specux import routing
+
+    sr, seconds = 16000, 2.0
+    t = np.arange(int(sr * seconds)) / sr
+    # Linear chirp 100 Hz -> 6 kHz plus a steady 1 kHz tone.
+    x = np.sin(2 * np.pi * (100 * t + (6000 - 100) / (2 * seconds) * t**2)).astype(np.float32)
+    x += 0.25 * np.sin(2 * np.pi * 1000 * t).astype(np.float32)
+    backend = routing.route(x, "auto").backend
+    specux.stft(x, n_fft=1024, hop_length=256, output="db")  # warm-up
+    start = time.perf_counter()
+    S = specux.stft(x, n_fft=1024, hop_length=256, output="db")
+    elapsed = time.perf_counter() - start
+    peak_bin = np.argmax(S, axis=0)
+    print(f"signal: {x.shape[0]} samples, chirp 100 Hz -> 6 kHz at {sr} Hz")
+    print(f"stft(n_fft=1024, hop_length=256, output='db'): shape {S.shape}, dtype {S.dtype}")
+    print(f"backend: {backend} ({'numpy' if isinstance(S, np.ndarray) else type(S)})")
+    print(f"time: {elapsed * 1e3:.3f} ms")
+    f_start, f_end = peak_bin[2] * sr / 1024, peak_bin[-3] * sr / 1024
+    print(f"loudest bin: {f_start:.0f} Hz at the start, {f_end:.0f} Hz at the end")
+    if png:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            print("matplotlib is not installed: no PNG written")
+            return 0
+        fig, ax = plt.subplots(figsize=(8, 4))
+        ax.imshow(S, origin="lower", aspect="auto", extent=(0, seconds, 0, sr / 2))
+        ax.set(xlabel="time (s)", ylabel="frequency (Hz)", title=f"specux stft ({backend})")
+        fig.savefig(png, dpi=100, bbox_inches="tight")
+        print(f"wrote {png}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m specux")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="versions, backends and why any is missing")
+    d = sub.add_parser("demo", help="spectrogram of a generated chirp on the best backend")
+    d.add_argument("--png", default="specux-demo.png", help="where to write the plot")
+    args = parser.parse_args(argv)
+    if args.command == "info":
+        return info()
+    return demo(args.png)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
