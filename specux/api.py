@@ -194,14 +194,14 @@ def ifftn(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     return _fftn(x, s, dim, axes, norm, backend, False, None)
 
 
-def fft2(x, s=None, dim=(-2, -1), norm=None, *, axes=None, backend="auto"):
+def fft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     """2-D FFT over ``dim`` (default the last two axes)."""
-    return _fftn(x, s, None if axes is not None else dim, axes, norm, backend, True, 2)
+    return _fftn(x, s, dim, axes, norm, backend, True, 2)
 
 
-def ifft2(x, s=None, dim=(-2, -1), norm=None, *, axes=None, backend="auto"):
+def ifft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     """2-D inverse FFT over ``dim`` (default the last two axes)."""
-    return _fftn(x, s, None if axes is not None else dim, axes, norm, backend, False, 2)
+    return _fftn(x, s, dim, axes, norm, backend, False, 2)
 
 
 def _rfftn(x, s, dim, axes, norm, backend, default_last: int | None):
@@ -223,9 +223,9 @@ def rfftn(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     return _rfftn(x, s, dim, axes, norm, backend, None)
 
 
-def rfft2(x, s=None, dim=(-2, -1), norm=None, *, axes=None, backend="auto"):
+def rfft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     """2-D :func:`rfftn` over the last two axes by default."""
-    return _rfftn(x, s, None if axes is not None else dim, axes, norm, backend, 2)
+    return _rfftn(x, s, dim, axes, norm, backend, 2)
 
 
 def _irfftn(x, s, dim, axes, norm, backend, default_last: int | None):
@@ -250,9 +250,9 @@ def irfftn(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     return _irfftn(x, s, dim, axes, norm, backend, None)
 
 
-def irfft2(x, s=None, dim=(-2, -1), norm=None, *, axes=None, backend="auto"):
+def irfft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     """Inverse of :func:`rfft2`."""
-    return _irfftn(x, s, None if axes is not None else dim, axes, norm, backend, 2)
+    return _irfftn(x, s, dim, axes, norm, backend, 2)
 
 
 # ---------------------------------------------------------------------------------------------

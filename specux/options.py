@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import sys
 
+import numpy as np
+
 # Process-wide like torch's own flag: autograd may run a backward on another thread.
 _deterministic = os.environ.get("SPECUX_DETERMINISTIC", "0").strip() not in ("", "0")
 
@@ -37,11 +39,11 @@ class deterministic:  # noqa: N801 - used as a function and as a context manager
     """
 
     def __init__(self, flag: bool) -> None:
-        if not isinstance(flag, bool):
+        if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"deterministic(flag): flag must be a bool, got {flag!r}")
         global _deterministic
         self._previous = _deterministic
-        _deterministic = flag
+        _deterministic = bool(flag)
 
     def __enter__(self) -> deterministic:
         return self

@@ -1,0 +1,548 @@
+"""API.md's Errors section for stft / istft and routing: each documented bad input raises the
+documented exception naming the parameter; NaN/Inf and empty inputs; torch-less import;
+deterministic mode."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import specux
+from specux import routing
+
+N_FFT = 256
+
+
+@pytest.fixture
+def x(rng):
+    return rng.standard_normal((2, 4000))
+
+
+def _raises(exc, match, f, *args, **kwargs):
+    with pytest.raises(exc, match=match) as info:
+        f(*args, **kwargs)
+    return info.value
+
+
+# ---------------------------------------------------------------------------------------------
+# stft parameters
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize(
+    "value, exc",
+    [
+        (0, ValueError),
+        (-1, ValueError),
+        (2048.0, specux.ParameterError),
+        ("2048", specux.ParameterError),
+        (True, specux.ParameterError),
+        (None, specux.ParameterError),
+    ],
+    ids=repr,
+)
+def test_n_fft(value, exc, lib, x):
+    data = torch.from_numpy(x) if lib == "torch" else x
+    err = _raises(exc, "n_fft", specux.stft, data, n_fft=value)
+    assert isinstance(err, ValueError)  # ParameterError is a ValueError (and a TypeError)
+    if exc is specux.ParameterError:
+        assert isinstance(err, TypeError)
+    assert repr(value) in str(err) or str(value) in str(err)
+
+
+def test_istft_n_fft(x):
+    S = specux.stft(x, n_fft=N_FFT)
+    _raises(ValueError, "n_fft", specux.istft, S, n_fft=0)
+    _raises(specux.ParameterError, "n_fft", specux.istft, S, n_fft=256.0)
+    _raises(specux.ParameterError, "n_fft", specux.istft, S, n_fft=True)
+
+
+@pytest.mark.parametrize(
+    "value, exc",
+    [(0, ValueError), (-4, ValueError), (1.5, specux.ParameterError),
+     (64.0, specux.ParameterError), ("64", specux.ParameterError)],
+    ids=repr,
+)  # fmt: skip
+def test_hop_length(value, exc, x):
+    _raises(exc, "hop_length", specux.stft, x, n_fft=N_FFT, hop_length=value)
+    S = specux.stft(x, n_fft=N_FFT)
+    _raises(exc, "hop_length", specux.istft, S, n_fft=N_FFT, hop_length=value)
+
+
+def test_win_length(x):
+    err = _raises(ValueError, "win_length", specux.stft, x, n_fft=N_FFT, win_length=N_FFT + 1)
+    assert str(N_FFT + 1) in str(err) and "n_fft" in str(err)
+    _raises(ValueError, "win_length", specux.stft, x, n_fft=N_FFT, win_length=0)
+    _raises(specux.ParameterError, "win_length", specux.stft, x, n_fft=N_FFT, win_length=100.0)
+    S = specux.stft(x, n_fft=N_FFT)
+    _raises(ValueError, "win_length", specux.istft, S, n_fft=N_FFT, win_length=N_FFT + 1)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_center_false_short_signal(lib, x):
+    data = x[:, : N_FFT - 1]
+    data = torch.from_numpy(np.ascontiguousarray(data)) if lib == "torch" else data
+    err = _raises(ValueError, "n_fft", specux.stft, data, n_fft=N_FFT, center=False)
+    assert "center=False" in str(err) and str(N_FFT - 1) in str(err)
+    # exactly n_fft samples is fine: one frame
+    ok = x[:, :N_FFT]
+    ok = torch.from_numpy(np.ascontiguousarray(ok)) if lib == "torch" else ok
+    assert tuple(specux.stft(ok, n_fft=N_FFT, center=False).shape) == (2, N_FFT // 2 + 1, 1)
+
+
+def test_empty_time_axis():
+    _raises(ValueError, "x", specux.stft, np.zeros((2, 0)), n_fft=N_FFT)
+
+
+@pytest.mark.parametrize("value", [True, 1, "yes", None])
+@pytest.mark.parametrize("name", ["center", "normalized", "onesided"])
+def test_bool_flags(name, value, x):
+    if value is True:
+        specux.stft(x, n_fft=N_FFT, **{name: value})
+        return
+    _raises(specux.ParameterError, name, specux.stft, x, n_fft=N_FFT, **{name: value})
+
+
+# ---------------------------------------------------------------------------------------------
+# windows
+
+
+@pytest.mark.parametrize("window", ["bogus", "hannn", "kaiser", "gaussian", ""], ids=repr)
+def test_unknown_window_name(window, x):
+    err = _raises(ValueError, "window", specux.stft, x, n_fft=N_FFT, window=window)
+    assert repr(window) in str(err)
+    S = specux.stft(x, n_fft=N_FFT)
+    _raises(ValueError, "window", specux.istft, S, n_fft=N_FFT, window=window)
+
+
+@pytest.mark.parametrize(
+    "window, exc",
+    [
+        (("hann", 1.0), ValueError),  # not parametric
+        (("bogus", 1.0), ValueError),
+        (("kaiser", 1.0, 2.0), ValueError),  # too long
+        ((), ValueError),
+        ((1.0, "kaiser"), ValueError),  # order swapped
+        (("kaiser", "a"), specux.ParameterError),
+        (("kaiser", float("nan")), ValueError),
+        (("gaussian", 0.0), ValueError),
+        (("gaussian", -1.0), ValueError),
+    ],
+    ids=repr,
+)
+def test_bad_window_tuple(window, exc, x):
+    _raises(exc, "window", specux.stft, x, n_fft=N_FFT, window=window)
+
+
+def test_window_parameter_tuples_work(x):
+    for window in [("kaiser", 8.0), ("gaussian", 30.0), ("hann",), "hanning", "HANN"]:
+        assert specux.stft(x, n_fft=N_FFT, window=window).shape == (2, 129, 63)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_window_array_wrong_length_or_ndim(lib, x):
+    as_lib = (lambda a: torch.from_numpy(a)) if lib == "torch" else (lambda a: a)
+    data = as_lib(x)
+    for bad in (np.hanning(N_FFT - 1), np.ones(N_FFT + 1), np.ones((1, N_FFT)), np.ones(())):
+        err = _raises(ValueError, "window", specux.stft, data, n_fft=N_FFT, window=as_lib(bad))
+        assert "win_length" in str(err)
+    # win_length given: the array must have win_length samples, not n_fft
+    _raises(ValueError, "window", specux.stft, data, n_fft=N_FFT, win_length=200,
+            window=as_lib(np.ones(N_FFT)))  # fmt: skip
+    out = specux.stft(data, n_fft=N_FFT, win_length=200, window=as_lib(np.ones(200)))
+    assert tuple(out.shape) == (2, 129, 1 + 4000 // 50)  # hop defaults to win_length // 4
+
+
+def test_window_array_wrong_library(x):
+    err = _raises(TypeError, "window", specux.stft, torch.from_numpy(x), n_fft=N_FFT,
+                  window=np.hanning(N_FFT))  # fmt: skip
+    assert "numpy" in str(err) and "torch" in str(err)
+    _raises(TypeError, "window", specux.stft, x, n_fft=N_FFT, window=torch.ones(N_FFT))
+    S = specux.stft(torch.from_numpy(x), n_fft=N_FFT)
+    _raises(TypeError, "window", specux.istft, S, n_fft=N_FFT, window=np.hanning(N_FFT))
+
+
+def test_window_array_bad_dtype_or_type(x):
+    _raises(TypeError, "window", specux.stft, x, n_fft=N_FFT, window=np.ones(N_FFT) + 0j)
+    _raises(TypeError, "window", specux.stft, x, n_fft=N_FFT, window=np.ones(N_FFT, np.int64))
+    _raises(ValueError, "window", specux.stft, x, n_fft=N_FFT, window=[1.0] * N_FFT)
+    _raises(ValueError, "window", specux.stft, x, n_fft=N_FFT, window=3.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# choices: pad_mode, output, norm, eps
+
+
+@pytest.mark.parametrize("value", ["bogus", "symmetric", "", "zero"], ids=repr)
+def test_unknown_pad_mode(value, x):
+    err = _raises(ValueError, "pad_mode", specux.stft, x, n_fft=N_FFT, pad_mode=value)
+    assert repr(value) in str(err) and "constant" in str(err)
+    _raises(specux.ParameterError, "pad_mode", specux.stft, x, n_fft=N_FFT, pad_mode=None)
+
+
+def test_pad_mode_aliases_work(x):
+    for mode in ["constant", "reflect", "replicate", "edge", "circular", "REFLECT"]:
+        assert specux.stft(x, n_fft=N_FFT, pad_mode=mode).shape == (2, 129, 63)
+
+
+@pytest.mark.parametrize("value", ["bogus", "abs", "dB2", ""], ids=repr)
+def test_unknown_output(value, x):
+    err = _raises(ValueError, "output", specux.stft, x, n_fft=N_FFT, output=value)
+    assert "magnitude" in str(err)
+    _raises(specux.ParameterError, "output", specux.stft, x, n_fft=N_FFT, output=None)
+
+
+@pytest.mark.parametrize("fn", ["fft", "rfft", "irfft", "fftn", "irfft2"])
+def test_unknown_norm(fn, x):
+    data = x + 0j if fn in ("irfft", "irfft2") else x
+    err = _raises(ValueError, "norm", getattr(specux, fn), data, norm="bogus")
+    assert "ortho" in str(err)
+    _raises((ValueError, TypeError), "norm", getattr(specux, fn), data, norm=2)
+
+
+@pytest.mark.parametrize(
+    "eps, exc",
+    [(0, ValueError), (0.0, ValueError), (-1e-10, ValueError), (float("nan"), ValueError),
+     (float("inf"), ValueError), ("1e-10", specux.ParameterError), (None, specux.ParameterError)],
+    ids=repr,
+)  # fmt: skip
+def test_eps(eps, exc, x):
+    _raises(exc, "eps", specux.stft, x, n_fft=N_FFT, output="db", eps=eps)
+
+
+# ---------------------------------------------------------------------------------------------
+# dtypes and array types
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_complex_input_to_stft(lib, x):
+    z = x + 1j * x
+    data = torch.from_numpy(z) if lib == "torch" else z
+    _raises(TypeError, "real", specux.stft, data, n_fft=N_FFT)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_real_input_to_istft(lib, x):
+    S = np.abs(specux.stft(x, n_fft=N_FFT))
+    data = torch.from_numpy(S) if lib == "torch" else S
+    _raises(TypeError, "complex", specux.istft, data, n_fft=N_FFT)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [np.zeros((2, 1000), np.int32), np.zeros((2, 1000), bool), np.zeros((2, 1000), object),
+     torch.zeros((2, 1000), dtype=torch.int64)],
+    ids=lambda b: f"{type(b).__module__}-{b.dtype}",
+)  # fmt: skip
+def test_bad_dtype(bad):
+    _raises(TypeError, "dtype", specux.stft, bad, n_fft=N_FFT)
+
+
+@pytest.mark.parametrize(
+    "bad", [[0.0] * 1000, (0.0,) * 1000, 1.0, "signal", None, object()],
+    ids=lambda b: type(b).__name__,
+)
+def test_not_an_array(bad):
+    _raises(TypeError, "numpy.ndarray", specux.stft, bad, n_fft=N_FFT)
+    _raises(TypeError, "numpy.ndarray", specux.istft, bad, n_fft=N_FFT)
+    _raises(TypeError, "numpy.ndarray", specux.fft, bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# istft
+
+
+def test_istft_n_freq_inconsistent(x):
+    S = specux.stft(x, n_fft=N_FFT)  # 129 bins
+    err = _raises(ValueError, "n_fft", specux.istft, S, n_fft=512)
+    assert "129" in str(err) and "257" in str(err)
+    _raises(ValueError, "n_fft", specux.istft, S, n_fft=N_FFT, onesided=False)
+    # n_fft 256 and 257 both have 129 bins onesided: 257 is consistent
+    assert specux.istft(S, n_fft=257, hop_length=64).shape[0] == 2
+
+
+def test_istft_one_bin_needs_n_fft(x):
+    S = np.zeros((2, 1, 5), complex)  # 2 * (1 - 1) = 0
+    _raises(ValueError, "n_fft", specux.istft, S)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_istft_zero_frames(lib):
+    S = np.zeros((2, N_FFT // 2 + 1, 0), complex)
+    data = torch.from_numpy(S) if lib == "torch" else S
+    _raises(ValueError, "frames", specux.istft, data, n_fft=N_FFT)
+
+
+def test_istft_needs_two_dims():
+    _raises(ValueError, "S", specux.istft, np.zeros(129, complex), n_fft=N_FFT)
+
+
+def test_istft_bad_length(x):
+    S = specux.stft(x, n_fft=N_FFT)
+    _raises(ValueError, "length", specux.istft, S, n_fft=N_FFT, length=-1)
+    _raises(specux.ParameterError, "length", specux.istft, S, n_fft=N_FFT, length=100.0)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_istft_nola_center_false(lib, x):
+    # hann is 0 at its first sample: with center=False the first output sample has no cover
+    S = specux.stft(x, n_fft=N_FFT, center=False)
+    data = torch.from_numpy(S) if lib == "torch" else S
+    _raises(ValueError, "NOLA", specux.istft, data, n_fft=N_FFT, center=False)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_istft_nola_hop_larger_than_window(lib, x):
+    S = specux.stft(x, n_fft=N_FFT, hop_length=N_FFT + 44)
+    data = torch.from_numpy(S) if lib == "torch" else S
+    _raises(ValueError, "NOLA", specux.istft, data, n_fft=N_FFT, hop_length=N_FFT + 44)
+    # win_length < hop <= n_fft: the zero-padded window leaves gaps too
+    S = specux.stft(x, n_fft=N_FFT, hop_length=160, win_length=128)
+    _raises(ValueError, "NOLA", specux.istft, S, n_fft=N_FFT, hop_length=160, win_length=128)
+
+
+def test_istft_boxcar_center_false_is_fine(x):
+    S = specux.stft(x, n_fft=N_FFT, center=False, window="boxcar")
+    out = specux.istft(S, n_fft=N_FFT, center=False, window="boxcar")
+    assert np.all(np.isfinite(out))
+
+
+# ---------------------------------------------------------------------------------------------
+# backends
+
+
+@pytest.mark.parametrize("backend", ["cuda", "metal"])
+def test_torch_cpu_tensor_with_gpu_backend(backend, x):
+    t = torch.from_numpy(x)
+    err = _raises(specux.BackendUnavailableError, "backend", specux.stft, t, n_fft=N_FFT,
+                  backend=backend)  # fmt: skip
+    assert isinstance(err, RuntimeError)
+    assert repr(backend) in str(err)
+    S = specux.stft(t, n_fft=N_FFT)
+    _raises(specux.BackendUnavailableError, "backend", specux.istft, S, n_fft=N_FFT,
+            backend=backend)  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["cuda", "metal"])
+def test_numpy_with_missing_gpu_backend(backend, x):
+    reason = routing.backend_unavailable_reason(backend)
+    if reason is None:
+        pytest.skip(f"{backend} is available here")
+    err = _raises(specux.BackendUnavailableError, "backend", specux.stft, x, n_fft=N_FFT,
+                  backend=backend)  # fmt: skip
+    assert reason in str(err)
+
+
+def test_unknown_backend(x):
+    err = _raises(ValueError, "backend", specux.stft, x, n_fft=N_FFT, backend="bogus")
+    assert "'bogus'" in str(err)
+    _raises(ValueError, "backend", specux.istft, specux.stft(x, n_fft=N_FFT), backend="tpu")
+
+
+def test_backend_cpu_works(x):
+    a = specux.stft(x, n_fft=N_FFT, backend="cpu")
+    b = specux.stft(torch.from_numpy(x), n_fft=N_FFT, backend="cpu")
+    np.testing.assert_array_equal(a, specux.stft(x, n_fft=N_FFT))
+    assert isinstance(b, torch.Tensor) and b.shape == a.shape
+
+
+# ---------------------------------------------------------------------------------------------
+# NaN / Inf
+
+
+def _frames_covering(index, length, n_fft, hop):
+    """Mask over frames (center=True) whose span contains sample ``index``."""
+    pad = n_fft // 2
+    count = 1 + (length + 2 * pad - n_fft) // hop
+    starts = np.arange(count) * hop - pad
+    return (starts <= index) & (index < starts + n_fft)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_stft_nonfinite(bad, lib, x):
+    y = x.copy()
+    y[0, 1000] = bad
+    data = torch.from_numpy(y) if lib == "torch" else y
+    for output in ("complex", "magnitude", "power", "db"):
+        out = specux.stft(data, n_fft=N_FFT, hop_length=64, output=output)
+        out = out.numpy() if lib == "torch" else out
+        hit = _frames_covering(1000, y.shape[-1], N_FFT, 64)
+        assert not np.any(np.isfinite(out[0][:, hit])), output
+        assert np.all(np.isfinite(out[0][:, ~hit])), output
+        assert np.all(np.isfinite(out[1])), output  # other batch entries untouched
+        if bad is np.nan:
+            assert np.all(np.isnan(out[0][:, hit])), output
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("fn", ["fft", "rfft", "ifft", "fft2"])
+def test_fft_nonfinite(fn, bad, lib, rng):
+    y = rng.standard_normal((3, 8, 16))
+    y[1, 2, 5] = bad
+    data = torch.from_numpy(y) if lib == "torch" else y
+    out = getattr(specux, fn)(data)
+    out = out.resolve_conj().numpy() if lib == "torch" else out
+    if fn == "fft2":
+        assert not np.any(np.isfinite(out[1]))
+    else:
+        assert not np.any(np.isfinite(out[1, 2]))
+        assert np.all(np.isfinite(np.delete(out[1], 2, axis=0)))
+    assert np.all(np.isfinite(out[0])) and np.all(np.isfinite(out[2]))
+    if bad is np.nan:
+        assert np.all(np.isnan(out[1] if fn == "fft2" else out[1, 2]))
+
+
+# ---------------------------------------------------------------------------------------------
+# empty leading axes
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("lead", [(0,), (2, 0), (0, 3)], ids=str)
+def test_stft_istft_empty_leading(lead, lib):
+    length = 1000
+    n_frames = 1 + length // (N_FFT // 4)
+    z = np.zeros(lead + (length,), np.float32)
+    data = torch.from_numpy(z) if lib == "torch" else z
+    S = specux.stft(data, n_fft=N_FFT)
+    assert tuple(S.shape) == lead + (N_FFT // 2 + 1, n_frames)
+    assert "complex64" in str(S.dtype)
+    for output in ("magnitude", "db"):
+        assert tuple(specux.stft(data, n_fft=N_FFT, output=output).shape) == tuple(S.shape)
+    y = specux.istft(S, n_fft=N_FFT)
+    assert tuple(y.shape) == lead + ((n_frames - 1) * (N_FFT // 4),)
+    assert "float32" in str(y.dtype)
+    y = specux.istft(S, n_fft=N_FFT, length=length)
+    assert tuple(y.shape) == lead + (length,)
+
+
+# ---------------------------------------------------------------------------------------------
+# import without torch
+
+
+def test_import_without_torch(tmp_path):
+    script = textwrap.dedent(
+        """
+        import sys
+
+        class BlockTorch:
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch" or name.startswith("torch."):
+                    raise ImportError(f"{name} is blocked for this test")
+                return None
+
+        sys.meta_path.insert(0, BlockTorch())
+        import numpy as np
+        import specux
+
+        assert "torch" not in sys.modules
+        x = np.random.default_rng(0).standard_normal((2, 4000))
+        S = specux.stft(x, n_fft=256)
+        assert S.shape == (2, 129, 63) and S.dtype == np.complex128
+        y = specux.istft(S, n_fft=256, length=4000)
+        assert np.max(np.abs(y - x)) < 1e-9
+        assert specux.rfft(x).shape == (2, 2001)
+        assert specux.is_deterministic() in (True, False)
+        assert "torch" not in sys.modules
+        print("OK")
+        """
+    )
+    path = tmp_path / "no_torch.py"
+    path.write_text(script)
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("SPECUX_DETERMINISTIC", None)
+    done = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("OK")
+
+
+# ---------------------------------------------------------------------------------------------
+# deterministic mode
+
+
+@pytest.fixture
+def restore_determinism():
+    torch_on = torch.are_deterministic_algorithms_enabled()
+    torch_warn = torch.is_deterministic_algorithms_warn_only_enabled()
+    from specux import options
+
+    ours = options._deterministic
+    yield
+    torch.use_deterministic_algorithms(torch_on, warn_only=torch_warn)
+    specux.deterministic(ours)
+
+
+def test_deterministic_setter(restore_determinism):
+    torch.use_deterministic_algorithms(False)
+    specux.deterministic(False)
+    assert specux.is_deterministic() is False
+    specux.deterministic(True)
+    assert specux.is_deterministic() is True
+    specux.deterministic(False)
+    assert specux.is_deterministic() is False
+
+
+def test_deterministic_context_manager(restore_determinism):
+    torch.use_deterministic_algorithms(False)
+    specux.deterministic(False)
+    with specux.deterministic(True):
+        assert specux.is_deterministic() is True
+        with specux.deterministic(False):
+            assert specux.is_deterministic() is False
+        assert specux.is_deterministic() is True
+    assert specux.is_deterministic() is False
+    specux.deterministic(True)
+    with specux.deterministic(False):
+        assert specux.is_deterministic() is False
+    assert specux.is_deterministic() is True
+
+
+def test_deterministic_restored_after_exception(restore_determinism):
+    specux.deterministic(False)
+    torch.use_deterministic_algorithms(False)
+    with pytest.raises(RuntimeError):
+        with specux.deterministic(True):
+            raise RuntimeError("boom")
+    assert specux.is_deterministic() is False
+
+
+def test_torch_deterministic_turns_it_on(restore_determinism):
+    specux.deterministic(False)
+    torch.use_deterministic_algorithms(False)
+    assert specux.is_deterministic() is False
+    torch.use_deterministic_algorithms(True)
+    assert specux.is_deterministic() is True
+    torch.use_deterministic_algorithms(False)
+    assert specux.is_deterministic() is False
+
+
+def test_deterministic_flag_type(restore_determinism):
+    with pytest.raises(TypeError, match="flag"):
+        specux.deterministic(1)
+    with pytest.raises(TypeError, match="flag"):
+        specux.deterministic("yes")
+    specux.deterministic(np.True_)  # numpy booleans are booleans
+    assert specux.is_deterministic() is True
+
+
+def test_istft_nonfinite(x):
+    S = specux.stft(x[0], n_fft=N_FFT)
+    S[3, 10] = np.nan
+    y = specux.istft(S, n_fft=N_FFT)
+    hop = N_FFT // 4
+    start = 10 * hop - N_FFT // 2  # frame 10 covers [start, start + n_fft) of the output
+    # the FFT library may skip products with exact-zero twiddles, so not every sample of the
+    # frame need be NaN (scipy / numpy leave 2 of 256 finite here); outside it all is finite
+    assert np.any(np.isnan(y[start : start + N_FFT]))
+    assert np.all(np.isfinite(y[: start])) and np.all(np.isfinite(y[start + N_FFT :]))
