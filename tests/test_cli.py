@@ -1,0 +1,40 @@
+"""python -m specux info / demo."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(*args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "specux", *args], capture_output=True, text=True, env=env,
+        cwd=cwd, timeout=300,
+    )  # fmt: skip
+
+
+def test_info_names_backends_and_reasons():
+    result = _run("info")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "specux" in out and "numpy" in out
+    assert "cpu    available" in out
+    for backend in ("cuda", "metal"):
+        line = next(line for line in out.splitlines() if line.strip().startswith(backend))
+        assert "available" in line  # "available" or "unavailable: <reason>"
+        if "unavailable" in line:
+            assert len(line.split("unavailable:", 1)[1].strip()) > 10  # a reason is given
+    assert "kernel cache:" in out
+
+
+def test_demo_reports_shape_backend_and_time(tmp_path):
+    result = _run("demo", "--png", str(tmp_path / "demo.png"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "shape (513, 126)" in out
+    assert "backend: cpu" in out
+    assert "time:" in out and " ms" in out
