@@ -26,6 +26,9 @@ from specux.api import (
 )
 from specux.compat.torch_compat import torch_module as _torch_module
 from specux.errors import BackendUnavailableError
+from specux.features import chroma, fftconvolve, lfcc, melspectrogram, mfcc
+from specux.meta import filters
+from specux.meta.filters import hz_to_mel, mel_to_hz
 from specux.meta.windows import get_window
 from specux.options import deterministic, is_deterministic
 
@@ -36,6 +39,14 @@ __all__ = [
     "BackendUnavailableError",
     "ParameterError",
     "__version__",
+    "chroma",
+    "fftconvolve",
+    "filters",
+    "hz_to_mel",
+    "lfcc",
+    "mel_to_hz",
+    "melspectrogram",
+    "mfcc",
     "deterministic",
     "fft",
     "fft2",

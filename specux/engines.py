@@ -12,8 +12,12 @@ import numpy as np
 
 from specux.compat.arrays import NUMPY, TORCH, dtype_name
 from specux.compat.torch_compat import torch_module
+from specux.kernels.cpu import conv as cpu_conv
+from specux.kernels.cpu import features as cpu_features
 from specux.kernels.cpu import fft as cpu_fft
 from specux.kernels.cpu import stft as cpu_stft
+from specux.meta import matrices
+from specux.meta.matrices import MatrixSpec
 from specux.meta.params import StftParams
 
 _torch = torch_module()
@@ -64,6 +68,54 @@ class NumpyEngine:
     def istft(spec, window, p: StftParams, length: int | None):
         return cpu_stft.istft(spec, window, p, length)
 
+    @staticmethod
+    def bank_spectrogram(x, window, p: StftParams, power, bank: MatrixSpec, output, eps):
+        dense = matrices.matrix(bank, x.dtype)
+        return cpu_features.bank_spectrogram(x, window, p, power, dense, output, eps)
+
+    @staticmethod
+    def project(x, spec: MatrixSpec):
+        return cpu_features.project(x, matrices.matrix(spec, x.dtype))
+
+    @staticmethod
+    def fftconvolve(x, y):
+        return cpu_conv.fftconvolve_full(x, y)
+
+    @staticmethod
+    def db(values, factor: float, eps: float):
+        return cpu_features.db(values, factor, eps)
+
+    @staticmethod
+    def clip_top_db(values, top_db: float):
+        """Per signal (leading index): ``max(S, max(S) - top_db)`` over the last two axes."""
+        if values.size == 0:
+            return values
+        peak = values.max(axis=(-2, -1), keepdims=True)
+        return np.maximum(values, peak - values.dtype.type(top_db))
+
+    @staticmethod
+    def normalize(values, norm: float, axis: int):
+        """librosa's util.normalize: unit ``norm`` along ``axis``; tiny slices left as they are."""
+        magnitude = np.abs(values)
+        if norm == np.inf:
+            length = magnitude.max(axis=axis, keepdims=True)
+        elif norm == 1:
+            length = magnitude.sum(axis=axis, keepdims=True)
+        else:
+            length = (magnitude**norm).sum(axis=axis, keepdims=True) ** (1.0 / norm)
+        tiny = np.finfo(values.dtype).tiny
+        return values / np.where(length < tiny, values.dtype.type(1), length)
+
+    @staticmethod
+    def moveaxis(x, source: int, destination: int):
+        return np.moveaxis(x, source, destination)
+
+    @staticmethod
+    def narrow(x, axis: int, start: int, length: int):
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(start, start + length)
+        return x[tuple(index)]
+
 
 class TorchEngine:
     library = TORCH
@@ -113,6 +165,52 @@ class TorchEngine:
             spec, window, p.window.as_key(), p.n_fft, p.hop_length, p.win_length, p.center,
             p.normalized, p.onesided, -1 if length is None else length,
         )  # fmt: skip
+
+    @staticmethod
+    def bank_spectrogram(x, window, p: StftParams, power, bank: MatrixSpec, output, eps):
+        return _torch_ops.features.bank_spectrogram(
+            x, window, p.window.as_key(), p.n_fft, p.hop_length, p.win_length, p.center,
+            p.pad_mode, power, None, bank.as_key(), output, eps,
+        )  # fmt: skip
+
+    @staticmethod
+    def project(x, spec: MatrixSpec):
+        return _torch_ops.features.project(x, None, spec.as_key())
+
+    @staticmethod
+    def fftconvolve(x, y):
+        return _torch_ops.conv.fftconvolve(x, y)
+
+    @staticmethod
+    def db(values, factor: float, eps: float):
+        return factor * _torch.log10(values.clamp_min(eps))
+
+    @staticmethod
+    def clip_top_db(values, top_db: float):
+        if values.numel() == 0:
+            return values
+        peak = values.amax(dim=(-2, -1), keepdim=True)
+        return _torch.maximum(values, peak - top_db)
+
+    @staticmethod
+    def normalize(values, norm: float, axis: int):
+        magnitude = values.abs()
+        if norm == float("inf"):
+            length = magnitude.amax(dim=axis, keepdim=True)
+        elif norm == 1:
+            length = magnitude.sum(dim=axis, keepdim=True)
+        else:
+            length = (magnitude**norm).sum(dim=axis, keepdim=True) ** (1.0 / norm)
+        tiny = _torch.finfo(values.dtype).tiny
+        return values / _torch.where(length < tiny, _torch.ones_like(length), length)
+
+    @staticmethod
+    def moveaxis(x, source: int, destination: int):
+        return x.movedim(source, destination)
+
+    @staticmethod
+    def narrow(x, axis: int, start: int, length: int):
+        return x.narrow(axis, start, length)
 
 
 ENGINES = {NUMPY: NumpyEngine, TORCH: TorchEngine}

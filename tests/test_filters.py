@@ -551,7 +551,8 @@ ERROR_CASES = [
     ids=[f"{f.__name__}-{p}-{i}" for i, (f, _, p) in enumerate(ERROR_CASES)],
 )
 def test_validation_errors_name_the_parameter(func, kwargs, param) -> None:
-    with pytest.raises(ValueError, match=re.escape(f"{param}=")):
+    # The message starts with the parameter's name ("n_fft=0 is ...", "n_fft must be ...").
+    with pytest.raises(ValueError, match=rf"\b{re.escape(param)}\b"):
         func(**kwargs)
 
 
@@ -559,9 +560,7 @@ def test_validation_message_gives_value_and_range() -> None:
     expected = "fmax=9000.0 is out of range: must satisfy fmin < fmax <= sr/2 = 8000.0"
     with pytest.raises(ValueError, match=re.escape(expected)):
         F.mel(sr=16000, n_fft=512, fmax=9000.0)
-    with pytest.raises(
-        ValueError, match=re.escape("n_mels=0 is out of range: must satisfy n_mels >= 1")
-    ):
+    with pytest.raises(ValueError, match=re.escape("n_mels=0 is out of range: must be >= 1")):
         F.mel(sr=16000, n_fft=512, n_mels=0)
 
 

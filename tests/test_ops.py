@@ -102,6 +102,39 @@ def _samples(name):
                                      40)),  # fmt: skip
             ("uncentered", istft_args((5, 6), True, "array", 8, 3, 8, False, False, True, -1)),
         ]
+    if name == "bank_spectrogram":
+        mel = ('{"fmax": null, "fmin": 0.0, "htk": false, "kind": "mel", "n_fft": 16, '
+               '"n_mels": 4, "norm": "slaney", "sr": 8000.0}')  # fmt: skip
+
+        def bank_args(shape, win, n_fft, hop, center, mode, power, bank, output):
+            def make():
+                window = None if win is None else (torch.rand((n_fft,), dtype=r) + 0.5)
+                weights = None if bank is None else torch.rand((3, n_fft // 2 + 1), dtype=r)
+                return (_make(shape, r), window, "hann" if win is None else "array", n_fft,
+                        hop, n_fft, center, mode, power, weights, mel if bank is None else "",
+                        output, 1e-10)  # fmt: skip
+            return make
+        return [
+            ("mel-power", bank_args((2, 40), None, 16, 4, True, "reflect", 2.0, None, "power")),
+            ("mel-db-window", bank_args((30,), True, 16, 5, True, "constant", 2.0, None, "db")),
+            ("bank-tensor-mag", bank_args((2, 33), True, 8, 3, False, "constant", 1.0, True,
+                                          "power")),  # fmt: skip
+            ("bank-tensor-p1.5-db", bank_args((20,), None, 8, 2, True, "replicate", 1.5, True,
+                                              "db")),  # fmt: skip
+        ]
+    if name == "project":
+        dct = ('{"dct_type": 2, "kind": "dct", "lifter": 22.0, "n_in": 6, "n_out": 4, '
+               '"norm": "ortho"}')  # fmt: skip
+        return [
+            ("dct-spec", lambda: (_make((2, 6, 5), r), None, dct)),
+            ("matrix", lambda: (_make((6, 7), r), torch.rand((3, 6), dtype=r), "")),
+        ]
+    if name == "fftconvolve":
+        return [
+            ("real", lambda: (_make((3, 10), r), _make((1, 4), r))),
+            ("broadcast", lambda: (_make((2, 1, 7), r), _make((3, 5), r))),
+            ("complex", lambda: (_make((2, 6), c), _make((2, 3), r))),
+        ]
     return []
 
 

@@ -30,13 +30,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from specux.meta.params import PARAMETRIC_WINDOWS, window_spec
+from specux.meta.params import PARAMETRIC_WINDOWS, as_float, as_int, window_spec
 from specux.meta.windows import named_window
 
 __all__ = [
     "SparseBank",
     "chroma",
     "constant_q",
+    "cq_to_chroma",
     "dct",
     "hz_to_mel",
     "lifter_weights",
@@ -97,28 +98,15 @@ def _frozen_cast(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def _int_param(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name}={value!r} must be an integer >= {minimum}")
-    ivalue = int(value)
-    if ivalue < minimum:
-        raise ValueError(f"{name}={ivalue} is out of range: must satisfy {name} >= {minimum}")
-    return ivalue
+    return as_int(name, value, minimum=minimum)
 
 
 def _real_param(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name}={value!r} must be a real number")
-    fvalue = float(value)
-    if not math.isfinite(fvalue):
-        raise ValueError(f"{name}={fvalue} must be finite")
-    return fvalue
+    return as_float(name, value)
 
 
 def _positive_param(name: str, value: object) -> float:
-    fvalue = _real_param(name, value)
-    if not fvalue > 0:
-        raise ValueError(f"{name}={fvalue} is out of range: must satisfy {name} > 0")
-    return fvalue
+    return as_float(name, value, positive=True)
 
 
 def _band_params(sr: float, fmin: object, fmax: object) -> tuple[float, float]:
@@ -299,7 +287,7 @@ def _mel_cached(
     return _freeze(_mel_build(sr, n_fft, n_mels, fmin, fmax, htk, norm))
 
 
-def _mel_params(
+def mel_params(
     sr: float,
     n_fft: int,
     n_mels: int,
@@ -368,7 +356,7 @@ def mel(
         For out-of-range parameters; the message names the parameter, the value and the
         allowed range.
     """
-    params = _mel_params(sr, n_fft, n_mels, fmin, fmax, htk, norm)
+    params = mel_params(sr, n_fft, n_mels, fmin, fmax, htk, norm)
     return _mel_cached(*params, _real_dtype(dtype))
 
 
@@ -489,7 +477,7 @@ def mel_sparse(
     few bins, so ``weights`` is ``(n_mels, max_width)`` with ``max_width`` typically much
     smaller than ``1 + n_fft // 2``.
     """
-    params = _mel_params(sr, n_fft, n_mels, fmin, fmax, htk, norm)
+    params = mel_params(sr, n_fft, n_mels, fmin, fmax, htk, norm)
     return _mel_sparse_cached(*params, _real_dtype(dtype))
 
 
@@ -544,11 +532,16 @@ def linear(
     -------
     np.ndarray, shape ``(n_filter, 1 + n_fft // 2)``, read-only
     """
+    return _linear_cached(*linear_params(sr, n_fft, n_filter, fmin, fmax), _real_dtype(dtype))
+
+
+def linear_params(sr: object, n_fft: object, n_filter: object, fmin: object, fmax: object):
+    """Validated, normalized ``(sr, n_fft, n_filter, fmin, fmax)`` of :func:`linear`."""
     sr_ = _positive_param("sr", sr)
     n_fft_ = _int_param("n_fft", n_fft, 1)
     n_filter_ = _int_param("n_filter", n_filter, 1)
     fmin_, fmax_ = _band_params(sr_, fmin, fmax)
-    return _linear_cached(sr_, n_fft_, n_filter_, fmin_, fmax_, _real_dtype(dtype))
+    return sr_, n_fft_, n_filter_, fmin_, fmax_
 
 
 # --------------------------------------------------------------------------------------
@@ -645,6 +638,12 @@ def chroma(
     -------
     np.ndarray, shape ``(n_chroma, 1 + n_fft // 2)``, read-only
     """
+    params = chroma_params(sr, n_fft, n_chroma, tuning, ctroct, octwidth, norm, base_c)
+    return _chroma_cached(*params, _real_dtype(dtype))
+
+
+def chroma_params(sr, n_fft, n_chroma, tuning, ctroct, octwidth, norm, base_c) -> tuple:
+    """Validated, normalized parameters of :func:`chroma`, in its order."""
     sr_ = _positive_param("sr", sr)
     # With a single bin there is no non-DC frequency to anchor the pitch classes on.
     n_fft_ = _int_param("n_fft", n_fft, 2)
@@ -653,17 +652,7 @@ def chroma(
     ctroct_ = _real_param("ctroct", ctroct)
     octwidth_ = None if octwidth is None else _positive_param("octwidth", octwidth)
     norm_ = _norm_param(norm, allow_slaney=False)
-    return _chroma_cached(
-        sr_,
-        n_fft_,
-        n_chroma_,
-        tuning_,
-        ctroct_,
-        octwidth_,
-        norm_,
-        bool(base_c),
-        _real_dtype(dtype),
-    )
+    return sr_, n_fft_, n_chroma_, tuning_, ctroct_, octwidth_, norm_, bool(base_c)
 
 
 # --------------------------------------------------------------------------------------
@@ -1047,3 +1036,52 @@ def lifter_weights(n_mfcc: int, lifter: float, *, dtype: npt.DTypeLike = np.floa
     if lifter_ < 0:
         raise ValueError(f"lifter={lifter_} is out of range: must satisfy lifter >= 0")
     return _lifter_cached(n_mfcc_, lifter_, _real_dtype(dtype))
+
+
+# --------------------------------------------------------------------------------------
+# Constant-Q bins -> chroma
+# --------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _cq_to_chroma_cached(
+    n_input: int, bins_per_octave: int, n_chroma: int, fmin: float, base_c: bool
+) -> np.ndarray:
+    per_class = bins_per_octave // n_chroma
+    # Each chroma class gathers `per_class` adjacent CQ bins, centred on the class's pitch.
+    fold = np.repeat(np.eye(n_chroma), per_class, axis=1)
+    fold = np.roll(fold, -(per_class // 2), axis=1)
+    octaves = -(-n_input // bins_per_octave)
+    fold = np.tile(fold, octaves)[:, :n_input]
+    # Rotate so row 0 is C (base_c) or A, given the pitch class of the lowest CQ bin.
+    pitch_class = np.mod(12.0 * np.log2(fmin / 440.0) + 69.0, 12.0)
+    shift = pitch_class if base_c else pitch_class - 9.0
+    fold = np.roll(fold, int(np.round(shift * n_chroma / 12.0)), axis=0)
+    return _freeze(fold.astype(np.float64))
+
+
+def cq_to_chroma(
+    n_input: int,
+    *,
+    bins_per_octave: int = 12,
+    n_chroma: int = 12,
+    fmin: float | None = None,
+    base_c: bool = True,
+    dtype: npt.DTypeLike = np.float64,
+) -> np.ndarray:
+    """``(n_chroma, n_input)`` matrix folding constant-Q bins into pitch classes.
+
+    librosa's ``filters.cq_to_chroma`` (without its optional smoothing window): the CQ bins
+    start at ``fmin`` (default C1) with ``bins_per_octave`` per octave, which must be a
+    multiple of ``n_chroma``.
+    """
+    n_input = _int_param("n_input", n_input, 1)
+    bins_per_octave = _int_param("bins_per_octave", bins_per_octave, 1)
+    n_chroma = _int_param("n_chroma", n_chroma, 1)
+    if bins_per_octave % n_chroma:
+        raise ValueError(
+            f"bins_per_octave={bins_per_octave} must be a multiple of n_chroma={n_chroma}"
+        )
+    fmin_ = _C1_HZ if fmin is None else _positive_param("fmin", fmin)
+    out = _cq_to_chroma_cached(n_input, bins_per_octave, n_chroma, fmin_, bool(base_c))
+    return out if np.dtype(dtype) == _F64 else _frozen_cast(out, np.dtype(dtype))

@@ -90,15 +90,50 @@ def _stft_setup(ctx, inputs, output):
     ctx.save_for_backward(x, window)
 
 
+def spectrum_cotangent(spectrum, grad, power: float):
+    """Cotangent of the complex spectrum X for a real cotangent ``grad`` of ``|X| ** power``."""
+    if power == 2.0:
+        return 2.0 * grad * spectrum
+    if power == 1.0:
+        return grad * spectrum.sgn()
+    magnitude = spectrum.abs()
+    # d|X|^p/dX* = p |X|^(p-2) X: zero where X is zero (the limit for p > 1).
+    safe = torch.where(magnitude > 0, magnitude, torch.ones_like(magnitude))
+    scale = torch.where(magnitude > 0, power * safe ** (power - 2.0), torch.zeros_like(safe))
+    return (grad * scale) * spectrum
+
+
+def db_cotangent(values, grad, factor: float, eps: float):
+    """Cotangent of ``values`` for ``factor * log10(max(values, eps))``."""
+    scale = (factor / math.log(10.0)) * (values >= eps) / values.clamp_min(eps)
+    return grad * scale
+
+
 def _output_cotangent(spectrum, grad, output: str, eps: float):
     """Chain rule from magnitude / power / dB back to the complex spectrum."""
     if output == "magnitude":
-        return grad * spectrum.sgn()
-    if output == "power":
-        return 2.0 * grad * spectrum
-    power = spectrum.real**2 + spectrum.imag**2
-    scale = (10.0 / math.log(10.0)) * (power >= eps) / power.clamp_min(eps)
-    return 2.0 * (grad * scale) * spectrum
+        return spectrum_cotangent(spectrum, grad, 1.0)
+    if output == "db":
+        power = spectrum.real**2 + spectrum.imag**2
+        grad = db_cotangent(power, grad, 10.0, eps)
+    return spectrum_cotangent(spectrum, grad, 2.0)
+
+
+def complex_adjoint(grad, x, window, p: StftParams, needs_x: bool, needs_window: bool):
+    """(grad_x, grad_window) of the complex stft for a complex cotangent (..., n_freq, n_frames)."""
+    columns = grad.transpose(-1, -2)  # (..., n_frames, n_freq)
+    if p.onesided:
+        y = r2c_adjoint(columns, [-1], p.n_fft, p.fft_norm)
+    else:
+        y = c2c(columns, [-1], False, dual_norm(p.fft_norm)).real
+    grad_x = grad_w = None
+    if needs_x:
+        w = full_window_tensor(p, window, x.dtype, x.device)
+        grad_x = overlap_add(y * w, x.shape[-1], p.hop_length, p.pad, p.pad_mode)
+    if window is not None and needs_window:
+        frames = frame(x, p.n_fft, p.hop_length, p.pad, p.pad_mode)
+        grad_w = _window_grad(p, _sum_to_frame(frames * y))
+    return grad_x, grad_w
 
 
 def _stft_backward(ctx, grad):
@@ -111,17 +146,9 @@ def _stft_backward(ctx, grad):
         spectrum = stft(x, window, window_name, n_fft, hop, win_length, center, pad_mode,
                         normalized, onesided, "complex", eps)  # fmt: skip
         grad = _output_cotangent(spectrum, grad, output, eps)
-    columns = grad.transpose(-1, -2)  # (..., n_frames, n_freq)
-    if onesided:
-        y = r2c_adjoint(columns, [-1], n_fft, p.fft_norm)
-    else:
-        y = c2c(columns, [-1], False, dual_norm(p.fft_norm)).real
-    w = full_window_tensor(p, window, x.dtype, x.device)
-    grad_x = grad_w = None
-    if ctx.needs_input_grad[0]:
-        grad_x = overlap_add(y * w, x.shape[-1], hop, p.pad, pad_mode)
-    if window is not None and ctx.needs_input_grad[1]:
-        grad_w = _window_grad(p, _sum_to_frame(frame(x, n_fft, hop, p.pad, pad_mode) * y))
+    grad_x, grad_w = complex_adjoint(
+        grad, x, window, p, ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    )
     return (grad_x, grad_w) + (None,) * 10
 
 

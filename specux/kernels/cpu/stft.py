@@ -61,14 +61,17 @@ def stft(
 
     ``window`` is the win_length-sample array window, or None for ``p.window``'s named window.
     """
+    return apply_output(frame_spectra(x, window, p), output, eps).swapaxes(-1, -2)
+
+
+def frame_spectra(x: np.ndarray, window: np.ndarray | None, p: StftParams) -> np.ndarray:
+    """The complex spectra of the windowed frames: ``(..., n_frames, n_freq)``, contiguous."""
     w = full_window(p, window, x.dtype)
     xp = pad_signal(x, p.pad, p.pad_mode) if p.pad else x
     frames = frame_view(xp, p.n_fft, p.hop_length) * w  # the one copy of the framed signal
     if p.onesided:
-        spectrum = fft.r2c(frames, (-1,), p.fft_norm)
-    else:
-        spectrum = fft.c2c(frames.astype(fft.complex_dtype(x.dtype)), (-1,), True, p.fft_norm)
-    return apply_output(spectrum, output, eps).swapaxes(-1, -2)
+        return fft.r2c(frames, (-1,), p.fft_norm)
+    return fft.c2c(frames.astype(fft.complex_dtype(x.dtype)), (-1,), True, p.fft_norm)
 
 
 def envelope(p: StftParams, w: np.ndarray, count: int) -> np.ndarray:

@@ -1,0 +1,308 @@
+"""Spectral features on top of the STFT: melspectrogram, mfcc, lfcc, chroma; and fftconvolve.
+
+Each is assembled from a few ops (a filterbank spectrogram, a dB step, a per-signal top_db
+clip, a constant projection) so the GPU backend can fuse the same stages; on torch inputs
+every step is a ``torch.ops.specux`` op or a differentiable elementwise torch op.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from specux.api import _array_window, _Call, _check_same_device, _require_ndim
+from specux.compat.arrays import library_of
+from specux.meta import matrices, params
+from specux.meta.params import StftParams
+
+_MEL_DB_AMIN = 1e-10  # mfcc / lfcc: 10 log10(max(S, 1e-10)), librosa's power_to_db amin
+
+
+def _stft_setup(call: _Call, x, *, n_fft, hop_length, win_length, window, center, pad_mode):
+    p = params.stft_params(
+        n_fft=n_fft, hop_length=hop_length, win_length=win_length, window=window,
+        center=center, pad_mode=pad_mode, normalized=False, onesided=True,
+    )  # fmt: skip
+    if call.kind != "real":
+        raise TypeError(f"x must be a real signal, got {call.input_dtype}")
+    _require_ndim(call, 1)
+    params.signal_length("x", x.shape[-1], p)
+    w = _array_window(call, window, p)
+    _check_same_device(x, w)
+    return p, w
+
+
+def _power(value: Any) -> float:
+    return params.as_float("power", value, positive=True)
+
+
+def _top_db(value: Any) -> float | None:
+    if value is None:
+        return None
+    top_db = params.as_float("top_db", value)
+    if top_db < 0:
+        raise ValueError(f"top_db={top_db} is out of range: must be >= 0 (or None)")
+    return top_db
+
+
+def _filterbank_spectrogram(call: _Call, x, p: StftParams, w, power, bank, output, eps):
+    xr = call.engine.cast(x, call.compute)
+    return call.engine.bank_spectrogram(xr, w, p, power, bank, output, eps)
+
+
+def melspectrogram(
+    x: Any,
+    *,
+    sr: float,
+    n_fft: int = 2048,
+    hop_length: int | None = None,
+    win_length: int | None = None,
+    window: Any = "hann",
+    center: bool = True,
+    pad_mode: str = "constant",
+    power: float = 2.0,
+    n_mels: int = 128,
+    fmin: float = 0.0,
+    fmax: float | None = None,
+    htk: bool = False,
+    norm: Any = "slaney",
+    output: str = "power",
+    eps: float = 1e-10,
+    top_db: float | None = None,
+    backend: str = "auto",
+) -> Any:
+    """Mel spectrogram ``(..., L) -> (..., n_mels, n_frames)``.
+
+    The mel filterbank (``librosa.filters.mel(sr, n_fft, n_mels, fmin, fmax, htk, norm)``)
+    applied to ``|stft(x)| ** power``. ``output="db"`` returns
+    ``(20 / power) log10(max(S, eps))`` and, with ``top_db``, clips each signal at its own
+    maximum minus ``top_db``.
+    """
+    call = _Call(x, backend)
+    p, w = _stft_setup(call, x, n_fft=n_fft, hop_length=hop_length, win_length=win_length,
+                       window=window, center=center, pad_mode=pad_mode)  # fmt: skip
+    bank = matrices.mel_spec(
+        sr=sr, n_fft=p.n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax, htk=htk, norm=norm
+    )
+    power = _power(power)
+    output = params.output_name(output, ("power", "db"))
+    eps = params.eps_value(eps)
+    top_db = _top_db(top_db)
+    if top_db is not None and output != "db":
+        raise ValueError("top_db is a dB range: it needs output='db'")
+    out = _filterbank_spectrogram(call, x, p, w, power, bank, output, eps)
+    if top_db is not None:
+        out = call.engine.clip_top_db(out, top_db)
+    return call.finish(out)
+
+
+_STFT_KEYS = ("n_fft", "hop_length", "win_length", "window", "center", "pad_mode", "power")
+_MEL_KEYS = _STFT_KEYS + ("n_mels", "fmin", "fmax", "htk", "mel_norm")
+
+
+def _split_params(function: str, given: dict, allowed: tuple[str, ...]) -> dict:
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise TypeError(f"{function}() got unexpected parameters {unknown}; allowed: {allowed}")
+    return given
+
+
+def _cepstrum(call: _Call, x, spectrogram, n_out, n_bands, dct_type, norm, lifter, top_db):
+    """10 log10(max(S, 1e-10)) -> per-signal top_db clip -> first n_out (liftered) DCT rows."""
+    dct = matrices.dct_spec(n_out=n_out, n_in=n_bands, dct_type=dct_type, norm=norm,
+                            lifter=lifter)  # fmt: skip
+    top_db = _top_db(top_db)
+    log_spec = call.engine.db(spectrogram, 10.0, _MEL_DB_AMIN)
+    if top_db is not None:
+        log_spec = call.engine.clip_top_db(log_spec, top_db)
+    return call.finish(call.engine.project(log_spec, dct))
+
+
+def mfcc(
+    x: Any,
+    *,
+    sr: float,
+    n_mfcc: int = 20,
+    dct_type: int = 2,
+    norm: str | None = "ortho",
+    lifter: float = 0.0,
+    top_db: float | None = 80.0,
+    backend: str = "auto",
+    **mel_params: Any,
+) -> Any:
+    """Mel-frequency cepstral coefficients ``(..., L) -> (..., n_mfcc, n_frames)``.
+
+    ``scipy.fft.dct(type=dct_type, norm=norm)`` over the mel axis of
+    ``10 log10(max(mel_power, 1e-10))`` clipped at ``top_db`` per signal, first ``n_mfcc``
+    rows, then librosa's lifter. ``mel_params`` are melspectrogram's (``n_fft``,
+    ``hop_length``, ``win_length``, ``window``, ``center``, ``pad_mode``, ``power``,
+    ``n_mels`` (default 128), ``fmin``, ``fmax``, ``htk``) and ``mel_norm`` (the mel filter
+    normalization, default "slaney", since ``norm`` is the DCT's).
+    """
+    mel_params = _split_params("mfcc", mel_params, _MEL_KEYS)
+    call = _Call(x, backend)
+    p, w = _stft_setup(
+        call, x, **{k: mel_params.get(k, d) for k, d in _STFT_DEFAULTS.items()}
+    )
+    n_mels = mel_params.get("n_mels", 128)
+    bank = matrices.mel_spec(
+        sr=sr, n_fft=p.n_fft, n_mels=n_mels, fmin=mel_params.get("fmin", 0.0),
+        fmax=mel_params.get("fmax"), htk=mel_params.get("htk", False),
+        norm=mel_params.get("mel_norm", "slaney"),
+    )  # fmt: skip
+    power = _power(mel_params.get("power", 2.0))
+    spectrogram = _filterbank_spectrogram(call, x, p, w, power, bank, "power", 1e-10)
+    n_mfcc = params.as_int("n_mfcc", n_mfcc, minimum=1)
+    return _cepstrum(call, x, spectrogram, n_mfcc, bank.get("n_mels"), dct_type, norm, lifter,
+                     top_db)  # fmt: skip
+
+
+_STFT_DEFAULTS = {
+    "n_fft": 2048,
+    "hop_length": None,
+    "win_length": None,
+    "window": "hann",
+    "center": True,
+    "pad_mode": "constant",
+}
+
+
+def lfcc(
+    x: Any,
+    *,
+    sr: float,
+    n_lfcc: int = 20,
+    n_filter: int = 128,
+    fmin: float = 0.0,
+    fmax: float | None = None,
+    dct_type: int = 2,
+    norm: str | None = "ortho",
+    lifter: float = 0.0,
+    top_db: float | None = 80.0,
+    backend: str = "auto",
+    **stft_params: Any,
+) -> Any:
+    """Linear-frequency cepstral coefficients ``(..., L) -> (..., n_lfcc, n_frames)``.
+
+    As :func:`mfcc` with the linearly spaced triangular bank of
+    ``torchaudio.functional.linear_fbanks`` (``n_filter`` bands from ``fmin`` to ``fmax``) in
+    place of mel. ``stft_params``: ``n_fft``, ``hop_length``, ``win_length``, ``window``,
+    ``center``, ``pad_mode``, ``power`` (default 2).
+    """
+    stft_params = _split_params("lfcc", stft_params, _STFT_KEYS)
+    call = _Call(x, backend)
+    p, w = _stft_setup(
+        call, x, **{k: stft_params.get(k, d) for k, d in _STFT_DEFAULTS.items()}
+    )
+    bank = matrices.linear_spec(sr=sr, n_fft=p.n_fft, n_filter=n_filter, fmin=fmin, fmax=fmax)
+    power = _power(stft_params.get("power", 2.0))
+    spectrogram = _filterbank_spectrogram(call, x, p, w, power, bank, "power", 1e-10)
+    n_lfcc = params.as_int("n_lfcc", n_lfcc, minimum=1)
+    return _cepstrum(call, x, spectrogram, n_lfcc, bank.get("n_filter"), dct_type, norm, lifter,
+                     top_db)  # fmt: skip
+
+
+def _chroma_norm(norm: Any) -> float | None:
+    if norm is None:
+        return None
+    value = params.as_float("norm", norm, finite=False)
+    if not value > 0:
+        raise ValueError(f"norm={norm!r} is out of range: use None, inf or a p > 0")
+    return value
+
+
+_CHROMA_STFT_KEYS = (
+    "win_length", "window", "center", "pad_mode", "power", "ctroct", "octwidth", "base_c",
+)  # fmt: skip
+
+
+def chroma(
+    x: Any,
+    *,
+    sr: float,
+    n_chroma: int = 12,
+    source: str = "stft",
+    tuning: float | None = 0.0,
+    norm: float | None = math.inf,
+    n_fft: int = 2048,
+    hop_length: int = 512,
+    backend: str = "auto",
+    **params_: Any,
+) -> Any:
+    """Chromagram ``(..., L) -> (..., n_chroma, n_frames)``.
+
+    ``source="stft"``: ``librosa.feature.chroma_stft`` — the chroma filterbank
+    (``librosa.filters.chroma``) applied to ``|stft(x)| ** power`` (power 2), then each frame
+    normalized to unit ``norm`` (inf by default; None leaves it). Extra parameters:
+    ``win_length``, ``window``, ``center``, ``pad_mode``, ``power``, and the filterbank's
+    ``ctroct``, ``octwidth``, ``base_c``.
+    """
+    source = params.as_choice("source", source, ("stft", "cqt"))
+    if source == "cqt":
+        raise ValueError("chroma(source='cqt') needs the CQT, which is not in this version")
+    if tuning is None:
+        raise ValueError(
+            "tuning=None (estimating the tuning from the signal) is not supported in this "
+            "version: pass tuning= in fractions of a chroma bin (0.0 for A440)"
+        )
+    extra = _split_params("chroma", params_, _CHROMA_STFT_KEYS)
+    call = _Call(x, backend)
+    p, w = _stft_setup(
+        call, x, n_fft=n_fft, hop_length=hop_length, win_length=extra.get("win_length"),
+        window=extra.get("window", "hann"), center=extra.get("center", True),
+        pad_mode=extra.get("pad_mode", "constant"),
+    )  # fmt: skip
+    bank = matrices.chroma_spec(
+        sr=sr, n_fft=p.n_fft, n_chroma=n_chroma, tuning=tuning,
+        ctroct=extra.get("ctroct", 5.0), octwidth=extra.get("octwidth", 2),
+        base_c=extra.get("base_c", True),
+    )  # fmt: skip
+    power = _power(extra.get("power", 2.0))
+    norm = _chroma_norm(norm)
+    out = _filterbank_spectrogram(call, x, p, w, power, bank, "power", 1e-10)
+    if norm is not None:
+        out = call.engine.normalize(out, norm, -2)
+    return call.finish(out)
+
+
+def fftconvolve(x: Any, y: Any, mode: str = "full", dim: int = -1, *, backend: str = "auto"):
+    """``scipy.signal.fftconvolve(x, y, mode)`` along ``dim``; the other axes broadcast.
+
+    ``mode``: "full" (``Lx + Ly - 1`` samples), "same" (``Lx``, centred like scipy), "valid"
+    (``|Lx - Ly| + 1``). Real inputs give a real result; float32 stays float32.
+    """
+    call = _Call(x, backend)
+    other = _Call(y, backend, "y")
+    if other.route != call.route:
+        raise TypeError(
+            f"x and y must be the same kind of array on the same device: x is "
+            f"{call.route.library} on {call.route.device_type}, y is {other.route.library} "
+            f"on {other.route.device_type}"
+        )
+    if library_of(x) == "torch" and x.device != y.device:
+        raise params.BackendUnavailableError(f"x is on {x.device} but y is on {y.device}")
+    mode = params.as_choice("mode", mode, ("full", "same", "valid"))
+    _require_ndim(call, 1)
+    _require_ndim(other, 1, "y")
+    dim = params.as_int("dim", dim)
+    ndim = max(call.ndim, other.ndim)
+    if dim >= 0 and call.ndim != other.ndim:
+        raise ValueError(
+            f"dim={dim} counts from the front, which is ambiguous for inputs of {call.ndim} and "
+            f"{other.ndim} dimensions: use a negative dim (counted from the end)"
+        )
+    d_x = params.axis("dim", dim, call.ndim)
+    d_y = params.axis("dim", dim, other.ndim)
+    length_x, length_y = x.shape[d_x], y.shape[d_y]
+    if length_x == 0 or length_y == 0:
+        raise ValueError("x and y must have at least one sample along dim")
+    compute = np.result_type(np.dtype(call.compute), np.dtype(other.compute)).name
+    xs = call.engine.moveaxis(call.engine.cast(x, compute), d_x, -1)
+    ys = call.engine.moveaxis(call.engine.cast(y, compute), d_y, -1)
+    full = call.engine.fftconvolve(xs, ys)
+    total = length_x + length_y - 1
+    keep = {"full": total, "same": length_x, "valid": abs(length_x - length_y) + 1}[mode]
+    out = call.engine.narrow(full, -1, (total - keep) // 2, keep)
+    return call.finish(call.engine.moveaxis(out, -1, dim if dim >= 0 else ndim + dim))

@@ -1,0 +1,167 @@
+"""Named constant matrices applied along a feature axis: filterbanks, DCTs, chroma folds.
+
+Ops take a :class:`MatrixSpec` (serialized to one string in their schema) instead of a
+tensor, so the functional API never builds constants inside code that ``torch.compile``
+traces; each backend builds the float64 matrix once from the spec (cached) and casts it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specux.meta import filters
+
+
+@dataclass(frozen=True)
+class MatrixSpec:
+    """A constant ``(n_out, n_in)`` matrix by kind and parameters (hashable, serializable).
+
+    kinds: ``mel``, ``linear``, ``chroma`` (filterbanks over ``n_in = n_fft // 2 + 1`` bins;
+    their ``n_fft`` parameter fixes ``n_in``), ``dct`` (first ``n_out`` DCT rows, optionally
+    liftered), ``cq_to_chroma``.
+    """
+
+    kind: str
+    params: tuple[tuple[str, Any], ...]
+
+    @staticmethod
+    def of(kind: str, **params: Any) -> MatrixSpec:
+        return MatrixSpec(kind, tuple(sorted(params.items())))
+
+    def as_key(self) -> str:
+        # Plain string building (not json.dumps) so torch.compile can fold it as a constant;
+        # the result is valid JSON, read back by from_key.
+        items = sorted((("kind", self.kind),) + self.params)
+        return "{" + ", ".join(f'"{name}": {_json_value(v)}' for name, v in items) + "}"
+
+    @staticmethod
+    def from_key(key: str) -> MatrixSpec:
+        fields = json.loads(key)
+        kind = fields.pop("kind")
+        return MatrixSpec.of(kind, **fields)
+
+    def get(self, name: str) -> Any:
+        return dict(self.params)[name]
+
+
+def _dct_lifted(n_out: int, n_in: int, dct_type: int, norm: str | None, lifter: float):
+    matrix = filters.dct(n_out, n_in, dct_type=dct_type, norm=norm)
+    if lifter > 0:
+        matrix = filters.lifter_weights(n_out, lifter)[:, None] * matrix
+    return matrix
+
+
+def _json_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value + '"'
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    return repr(value)
+
+
+_BUILDERS = {
+    "mel": filters.mel,
+    "linear": filters.linear,
+    "chroma": filters.chroma,
+    "dct": lambda **p: _dct_lifted(**p),
+    "cq_to_chroma": lambda n_input, **p: filters.cq_to_chroma(n_input, **p),
+}
+
+
+@functools.lru_cache(maxsize=128)
+def _build(spec: MatrixSpec, dtype: str) -> np.ndarray:
+    matrix = np.asarray(_BUILDERS[spec.kind](**dict(spec.params)), dtype=np.float64)
+    out = np.ascontiguousarray(matrix, dtype=dtype)  # rounded once from float64
+    out.flags.writeable = False
+    return out
+
+
+def matrix(spec: MatrixSpec, dtype: Any = np.float64) -> np.ndarray:
+    """The dense ``(n_out, n_in)`` matrix of ``spec`` in ``dtype`` (cached, read-only)."""
+    return _build(spec, np.dtype(dtype).name)
+
+
+def shape(spec: MatrixSpec) -> tuple[int, int]:
+    """``(n_out, n_in)`` without building the matrix (fake kernels call this)."""
+    p = dict(spec.params)
+    if spec.kind in ("mel", "linear", "chroma"):
+        n_out = {"mel": "n_mels", "linear": "n_filter", "chroma": "n_chroma"}[spec.kind]
+        return p[n_out], p["n_fft"] // 2 + 1
+    if spec.kind == "dct":
+        return p["n_out"], p["n_in"]
+    if spec.kind == "cq_to_chroma":
+        return p["n_chroma"], p["n_input"]
+    raise ValueError(f"unknown matrix kind {spec.kind!r}")
+
+
+# Validated specs: pure Python on scalars (no numpy), so they run inside traced code.
+
+
+def mel_spec(*, sr, n_fft, n_mels, fmin, fmax, htk, norm) -> MatrixSpec:
+    sr, n_fft, n_mels, fmin, fmax, htk, norm = filters.mel_params(
+        sr, n_fft, n_mels, fmin, fmax, htk, norm
+    )
+    return MatrixSpec.of(
+        "mel", sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax, htk=htk, norm=norm
+    )
+
+
+def linear_spec(*, sr, n_fft, n_filter, fmin, fmax) -> MatrixSpec:
+    sr, n_fft, n_filter, fmin, fmax = filters.linear_params(sr, n_fft, n_filter, fmin, fmax)
+    return MatrixSpec.of("linear", sr=sr, n_fft=n_fft, n_filter=n_filter, fmin=fmin, fmax=fmax)
+
+
+def chroma_spec(*, sr, n_fft, n_chroma, tuning, ctroct=5.0, octwidth=2, norm=2, base_c=True):
+    sr, n_fft, n_chroma, tuning, ctroct, octwidth, norm, base_c = filters.chroma_params(
+        sr, n_fft, n_chroma, tuning, ctroct, octwidth, norm, base_c
+    )
+    return MatrixSpec.of(
+        "chroma", sr=sr, n_fft=n_fft, n_chroma=n_chroma, tuning=tuning, ctroct=ctroct,
+        octwidth=octwidth, norm=norm, base_c=base_c,
+    )  # fmt: skip
+
+
+def dct_spec(*, n_out, n_in, dct_type, norm, lifter) -> MatrixSpec:
+    from specux.meta.params import as_float, as_int
+
+    dct_type = as_int("dct_type", dct_type)
+    if dct_type not in (1, 2, 3):
+        raise ValueError(f"dct_type={dct_type} is not supported: use 1, 2 or 3")
+    if norm not in (None, "ortho", "backward"):
+        raise ValueError(f"norm={norm!r} is not supported for the DCT: use 'ortho' or None")
+    n_in = as_int("n_in", n_in, minimum=2 if dct_type == 1 else 1)
+    n_out = as_int("n_out", n_out, minimum=1)
+    if n_out > n_in:
+        raise ValueError(f"n_mfcc={n_out} is out of range: must be <= the {n_in} input bands")
+    lifter = as_float("lifter", lifter)
+    if lifter < 0:
+        raise ValueError(f"lifter={lifter} is out of range: must be >= 0")
+    return MatrixSpec.of(
+        "dct", n_out=n_out, n_in=n_in, dct_type=dct_type,
+        norm=None if norm == "backward" else norm, lifter=lifter,
+    )  # fmt: skip
+
+
+def cq_to_chroma_spec(*, n_input, bins_per_octave, n_chroma, fmin, base_c=True) -> MatrixSpec:
+    from specux.meta.params import as_float, as_int
+
+    n_input = as_int("n_bins", n_input, minimum=1)
+    bins_per_octave = as_int("bins_per_octave", bins_per_octave, minimum=1)
+    n_chroma = as_int("n_chroma", n_chroma, minimum=1)
+    if bins_per_octave % n_chroma:
+        raise ValueError(
+            f"bins_per_octave={bins_per_octave} must be a multiple of n_chroma={n_chroma}"
+        )
+    return MatrixSpec.of(
+        "cq_to_chroma", n_input=n_input, bins_per_octave=bins_per_octave, n_chroma=n_chroma,
+        fmin=as_float("fmin", fmin, positive=True), base_c=bool(base_c),
+    )  # fmt: skip

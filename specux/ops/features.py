@@ -1,0 +1,162 @@
+"""Feature ops: ``bank_spectrogram`` (a filterbank applied to |stft|**power, optionally in dB)
+and ``project`` (a constant matrix applied along the feature axis: DCT, chroma folds).
+
+A bank or matrix is either given as a tensor (nn modules pass their buffers; gradients reach
+it) or named by a :class:`~specux.meta.matrices.MatrixSpec` key and built inside the kernel.
+
+Backward of bank_spectrogram: with M = |X|**power and S = bank @ M,
+  grad_M = bank^T grad_S, grad_X = spectrum_cotangent(X, grad_M, power), then the complex
+  stft adjoint; grad_bank = sum over signals and frames of grad_S M^T.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from specux.kernels.cpu import features as cpu_features
+from specux.meta import matrices
+from specux.meta.matrices import MatrixSpec
+from specux.ops._declare import declare, from_numpy, to_numpy
+from specux.ops.stft import complex_adjoint, db_cotangent, params_of, spectrum_cotangent, stft
+
+
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    return np.dtype(str(dtype).removeprefix("torch."))
+
+
+def constant_matrix(matrix, spec: str, like: torch.Tensor) -> torch.Tensor:
+    """The bank / matrix as a tensor of ``like``'s dtype and device."""
+    if matrix is not None:
+        return matrix
+    dense = matrices.matrix(MatrixSpec.from_key(spec), _numpy_dtype(like.dtype))
+    return torch.from_numpy(np.array(dense)).to(like.device)
+
+
+def _n_out(matrix, spec: str) -> int:
+    return matrix.shape[0] if matrix is not None else matrices.shape(MatrixSpec.from_key(spec))[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# bank_spectrogram
+
+_BANK_SCHEMA = (
+    "(Tensor x, Tensor? window, str window_name, int n_fft, int hop_length, int win_length, "
+    "bool center, str pad_mode, float power, Tensor? bank, str bank_spec, str output, "
+    "float eps) -> Tensor"
+)
+
+
+def _bank_fake(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode, power,
+               bank, bank_spec, output, eps):  # fmt: skip
+    from specux.meta import shapes
+
+    *batch, _, count = shapes.stft_shape(
+        x.shape, n_fft, hop_length, n_fft // 2 if center else 0, True
+    )
+    return x.new_empty((*batch, count, _n_out(bank, bank_spec))).transpose(-1, -2)
+
+
+def _bank_cpu(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode, power,
+              bank, bank_spec, output, eps):  # fmt: skip
+    p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, False, True)
+    w = None if window is None else to_numpy(window)
+    dense = (
+        to_numpy(bank) if bank is not None
+        else matrices.matrix(MatrixSpec.from_key(bank_spec), _numpy_dtype(x.dtype))
+    )  # fmt: skip
+    out = cpu_features.bank_spectrogram(to_numpy(x), w, p, power, dense, output, eps)
+    return from_numpy(out)
+
+
+def _bank_setup(ctx, inputs, output):
+    x, window, *rest = inputs
+    ctx.args = tuple(rest)
+    bank = rest[7]
+    ctx.save_for_backward(x, window, bank)
+
+
+def _bank_backward(ctx, grad):
+    x, window, bank = ctx.saved_tensors
+    (window_name, n_fft, hop, win_length, center, pad_mode, power, _, bank_spec, output,
+     eps) = ctx.args  # fmt: skip
+    p = params_of(n_fft, hop, win_length, window_name, center, pad_mode, False, True)
+    weights = constant_matrix(bank, bank_spec, x)
+    if output == "db":
+        values = bank_spectrogram(x, window, window_name, n_fft, hop, win_length, center,
+                                  pad_mode, power, bank, bank_spec, "power", eps)  # fmt: skip
+        grad = db_cotangent(values, grad, 20.0 / power, eps)
+    spectrum = stft(x, window, window_name, n_fft, hop, win_length, center, pad_mode, False,
+                    True, "complex", eps)  # fmt: skip
+    grad_magnitude = (grad.transpose(-1, -2) @ weights).transpose(-1, -2)  # (..., freq, T)
+    grad_spectrum = spectrum_cotangent(spectrum, grad_magnitude, power)
+    grad_x, grad_w = complex_adjoint(
+        grad_spectrum, x, window, p, ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    )
+    grad_bank = None
+    if bank is not None and ctx.needs_input_grad[9]:
+        magnitude = spectrum.abs() if power == 1.0 else spectrum.abs() ** power
+        grad_bank = torch.einsum("...bt,...ft->bf", grad, magnitude)
+    return (grad_x, grad_w) + (None,) * 7 + (grad_bank,) + (None,) * 3
+
+
+declare(
+    "bank_spectrogram",
+    _BANK_SCHEMA,
+    fake=_bank_fake,
+    kernels={"cpu": _bank_cpu},
+    backward=_bank_backward,
+    setup_context=_bank_setup,
+)
+
+
+def bank_spectrogram(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
+                     power, bank, bank_spec, output, eps):  # fmt: skip
+    return torch.ops.specux.bank_spectrogram(x, window, window_name, n_fft, hop_length,
+                                             win_length, center, pad_mode, power, bank,
+                                             bank_spec, output, eps)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# project
+
+
+def _project_fake(x, matrix, spec):
+    return x.new_empty((*x.shape[:-2], _n_out(matrix, spec), x.shape[-1]))
+
+
+def _project_cpu(x, matrix, spec):
+    dense = (
+        to_numpy(matrix) if matrix is not None
+        else matrices.matrix(MatrixSpec.from_key(spec), _numpy_dtype(x.dtype))
+    )  # fmt: skip
+    return from_numpy(np.ascontiguousarray(cpu_features.project(to_numpy(x), dense)))
+
+
+def _project_setup(ctx, inputs, output):
+    x, matrix, ctx.spec = inputs
+    ctx.save_for_backward(x, matrix)
+
+
+def _project_backward(ctx, grad):
+    x, matrix = ctx.saved_tensors
+    weights = constant_matrix(matrix, ctx.spec, grad)
+    grad_x = weights.transpose(0, 1) @ grad if ctx.needs_input_grad[0] else None
+    grad_matrix = None
+    if matrix is not None and ctx.needs_input_grad[1]:
+        grad_matrix = torch.einsum("...ot,...it->oi", grad, x)
+    return grad_x, grad_matrix, None
+
+
+declare(
+    "project",
+    "(Tensor x, Tensor? matrix, str spec) -> Tensor",
+    fake=_project_fake,
+    kernels={"cpu": _project_cpu},
+    backward=_project_backward,
+    setup_context=_project_setup,
+)
+
+
+def project(x, matrix, spec: str):
+    return torch.ops.specux.project(x, matrix, spec)
