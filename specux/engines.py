@@ -12,6 +12,7 @@ import numpy as np
 
 from specux.compat.arrays import NUMPY, TORCH, dtype_name
 from specux.compat.torch_compat import torch_module
+from specux.errors import BackendUnavailableError
 from specux.kernels.cpu import conv as cpu_conv
 from specux.kernels.cpu import features as cpu_features
 from specux.kernels.cpu import fft as cpu_fft
@@ -111,6 +112,11 @@ class NumpyEngine:
         return np.moveaxis(x, source, destination)
 
     @staticmethod
+    def host(x) -> np.ndarray:
+        """The values as a numpy array (for host-side, non-differentiable decisions)."""
+        return np.asarray(x)
+
+    @staticmethod
     def narrow(x, axis: int, start: int, length: int):
         index = [slice(None)] * x.ndim
         index[axis] = slice(start, start + length)
@@ -207,6 +213,15 @@ class TorchEngine:
     @staticmethod
     def moveaxis(x, source: int, destination: int):
         return x.movedim(source, destination)
+
+    @staticmethod
+    def host(x) -> np.ndarray:
+        if x.device.type != "cpu":
+            raise BackendUnavailableError(
+                f"this step reads values back to the host and specux does not copy from "
+                f"{x.device} silently"
+            )
+        return x.detach().numpy()
 
     @staticmethod
     def narrow(x, axis: int, start: int, length: int):

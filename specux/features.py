@@ -14,6 +14,7 @@ import numpy as np
 
 from specux.api import _array_window, _Call, _check_same_device, _require_ndim
 from specux.compat.arrays import library_of
+from specux.kernels.cpu.tuning import estimate_tuning
 from specux.meta import matrices, params
 from specux.meta.params import StftParams
 
@@ -237,16 +238,13 @@ def chroma(
     (``librosa.filters.chroma``) applied to ``|stft(x)| ** power`` (power 2), then each frame
     normalized to unit ``norm`` (inf by default; None leaves it). Extra parameters:
     ``win_length``, ``window``, ``center``, ``pad_mode``, ``power``, and the filterbank's
-    ``ctroct``, ``octwidth``, ``base_c``.
+    ``ctroct``, ``octwidth``, ``base_c``. ``tuning=None`` estimates the tuning from the
+    signal as librosa does (one estimate pooled over all signals; not differentiable, and it
+    reads the spectrogram back to the host, so it does not run inside ``torch.compile``).
     """
     source = params.as_choice("source", source, ("stft", "cqt"))
     if source == "cqt":
         raise ValueError("chroma(source='cqt') needs the CQT, which is not in this version")
-    if tuning is None:
-        raise ValueError(
-            "tuning=None (estimating the tuning from the signal) is not supported in this "
-            "version: pass tuning= in fractions of a chroma bin (0.0 for A440)"
-        )
     extra = _split_params("chroma", params_, _CHROMA_STFT_KEYS)
     call = _Call(x, backend)
     p, w = _stft_setup(
@@ -254,17 +252,28 @@ def chroma(
         window=extra.get("window", "hann"), center=extra.get("center", True),
         pad_mode=extra.get("pad_mode", "constant"),
     )  # fmt: skip
+    power = _power(extra.get("power", 2.0))
+    if tuning is None:
+        tuning = _estimate_tuning(call, x, p, w, power, sr, n_chroma)
     bank = matrices.chroma_spec(
         sr=sr, n_fft=p.n_fft, n_chroma=n_chroma, tuning=tuning,
         ctroct=extra.get("ctroct", 5.0), octwidth=extra.get("octwidth", 2),
         base_c=extra.get("base_c", True),
     )  # fmt: skip
-    power = _power(extra.get("power", 2.0))
     norm = _chroma_norm(norm)
     out = _filterbank_spectrogram(call, x, p, w, power, bank, "power", 1e-10)
     if norm is not None:
         out = call.engine.normalize(out, norm, -2)
     return call.finish(out)
+
+
+def _estimate_tuning(call: _Call, x, p: StftParams, w, power: float, sr, n_chroma) -> float:
+    """librosa's estimate_tuning on |stft(x)|**power, all signals pooled (host-side numpy)."""
+    sr = params.as_float("sr", sr, positive=True)
+    n_chroma = params.as_int("n_chroma", n_chroma, minimum=1)
+    xr = call.engine.cast(x, call.compute)
+    spectrum = call.engine.host(call.engine.stft(xr, w, p, "magnitude", 1e-10))
+    return estimate_tuning(spectrum**power, sr, p.n_fft, bins_per_octave=n_chroma)
 
 
 def fftconvolve(x: Any, y: Any, mode: str = "full", dim: int = -1, *, backend: str = "auto"):
