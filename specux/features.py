@@ -10,12 +10,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from specux.api import _array_window, _Call, _check_same_device, _require_ndim
 from specux.compat.arrays import library_of
 from specux.kernels.cpu.tuning import estimate_tuning
-from specux.meta import matrices, params
+from specux.meta import dtypes, matrices, params
 from specux.meta.params import StftParams
 
 _MEL_DB_AMIN = 1e-10  # mfcc / lfcc: 10 log10(max(S, 1e-10)), librosa's power_to_db amin
@@ -307,7 +305,7 @@ def fftconvolve(x: Any, y: Any, mode: str = "full", dim: int = -1, *, backend: s
     length_x, length_y = x.shape[d_x], y.shape[d_y]
     if length_x == 0 or length_y == 0:
         raise ValueError("x and y must have at least one sample along dim")
-    compute = np.result_type(np.dtype(call.compute), np.dtype(other.compute)).name
+    compute = dtypes.common_compute(call.compute, other.compute)
     xs = call.engine.moveaxis(call.engine.cast(x, compute), d_x, -1)
     ys = call.engine.moveaxis(call.engine.cast(y, compute), d_y, -1)
     full = call.engine.fftconvolve(xs, ys)

@@ -45,3 +45,12 @@ def result_dtype(input_name: str, computed: str, library: str) -> str:
     if library == "torch" and input_name in ("float16", "complex32"):
         return "complex32"
     return computed
+
+
+def common_compute(a: str, b: str) -> str:
+    """The compute dtype of an operation on compute dtypes ``a`` and ``b`` (numpy promotion,
+    written in plain Python so torch.compile can fold it)."""
+    wide = "64" in a.replace("complex64", "") or "64" in b.replace("complex64", "")
+    if a.startswith("complex") or b.startswith("complex"):
+        return "complex128" if wide or "128" in a + b else "complex64"
+    return "float64" if wide else "float32"

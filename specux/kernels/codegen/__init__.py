@@ -1,0 +1,1 @@
+"""Source generation: a plan rendered with a dialect gives kernel source text."""

@@ -1,0 +1,126 @@
+"""Host emulation: the generated kernels rendered in the C++ dialect, built with the system
+compiler and run one loop iteration per GPU thread, on numpy buffers.
+
+It checks the generator's indexing and numerics on any machine (CI has no GPU). Not a
+backend for users: it is slow and needs a C++20 compiler (g++ or clang++).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from specux.kernels.codegen.dialects import CPP
+from specux.kernels.codegen.fft import KERNEL_NAME, PARAMS, render_pass
+from specux.kernels.fft_exec import Strides, transform_1d
+from specux.kernels.plan import PassSpec
+
+_CTYPES = {
+    "const void*": ctypes.c_void_p,
+    "void*": ctypes.c_void_p,
+    "long long": ctypes.c_longlong,
+    "double": ctypes.c_double,
+}
+_COMPLEX = {"float32": np.complex64, "float64": np.complex128}
+
+
+def compiler() -> str | None:
+    """The C++ compiler the emulation builds with, or None."""
+    return os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
+
+
+@functools.cache
+def _build(source: str) -> ctypes.CDLL:
+    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    folder = os.path.join(tempfile.gettempdir(), f"specux-emulate-{os.getuid()}")
+    os.makedirs(folder, exist_ok=True)
+    library = os.path.join(folder, f"{digest}.so")
+    if not os.path.exists(library):
+        source_path = os.path.join(folder, f"{digest}.cpp")
+        with open(source_path, "w") as f:
+            f.write(source)
+        partial = f"{library}.{os.getpid()}.tmp"
+        cmd = [compiler(), "-std=c++20", "-O1", "-shared", "-fPIC", source_path, "-o", partial]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"host build of {source_path} failed:\n{result.stderr}")
+        os.replace(partial, library)
+    lib = ctypes.CDLL(library)
+    entry = getattr(lib, KERNEL_NAME)
+    entry.argtypes = [ctypes.c_longlong] + [_CTYPES[t] for t, _ in PARAMS]
+    entry.restype = None
+    return lib
+
+
+class HostBackend:
+    """fft_exec.Backend on numpy buffers; keeps every buffer alive until it is discarded."""
+
+    def __init__(self) -> None:
+        self._keep: list[np.ndarray] = []
+
+    def scratch(self, count: int, precision: str) -> np.ndarray:
+        buffer = np.zeros(count, dtype=_COMPLEX[precision])
+        self._keep.append(buffer)
+        return buffer
+
+    def table(self, key: tuple, values: np.ndarray, precision: str) -> np.ndarray:
+        buffer = np.ascontiguousarray(values, dtype=_COMPLEX[precision])
+        self._keep.append(buffer)
+        return buffer
+
+    def pointer(self, buffer: np.ndarray) -> int:
+        return buffer.ctypes.data
+
+    def launch(self, spec: PassSpec, threads: int, args: tuple) -> None:
+        entry = getattr(_build(render_pass(spec, CPP)), KERNEL_NAME)
+        entry(threads, *args)
+
+
+_STORAGE = {
+    np.dtype(np.float16): "float16",
+    np.dtype(np.float32): "float32",
+    np.dtype(np.float64): "float64",
+    np.dtype(np.complex64): "float32",
+    np.dtype(np.complex128): "float64",
+}
+
+
+def fft_1d(x: np.ndarray, kind: str, n: int, sign: int = -1, scale: float = 1.0,
+           axis: int = -1) -> np.ndarray:  # fmt: skip
+    """An FFT along ``axis`` computed by the emulated kernels (tests compare it with numpy).
+
+    ``x`` is complex (c2c), real (r2c) or a half spectrum (c2r); float16 storage is a
+    ``(..., 2)`` float16 array of (re, im) pairs for complex data, plain float16 for real.
+    """
+    half_pairs = x.dtype == np.float16 and kind != "r2c"
+    shape = x.shape[:-1] if half_pairs else x.shape
+    axis %= len(shape)
+    x = np.ascontiguousarray(x)
+    storage = _STORAGE[x.dtype]
+    precision = "float64" if storage == "float64" else "float32"
+    out_len = {"c2c": n, "r2c": n // 2 + 1, "c2r": n}[kind]
+    out_shape = list(shape)
+    out_shape[axis] = out_len
+    if kind == "c2r":
+        out = np.zeros(out_shape, dtype=np.float16 if storage == "float16" else
+                       np.dtype(_COMPLEX[precision]).type(0).real.dtype)  # fmt: skip
+    elif storage == "float16":
+        out = np.zeros((*out_shape, 2), dtype=np.float16)
+    else:
+        out = np.zeros(out_shape, dtype=_COMPLEX[precision])
+    batch = int(np.prod(shape)) // shape[axis] if shape[axis] else 0
+    backend = HostBackend()
+    transform_1d(
+        backend, x, out, n=n, kind=kind, sign=sign, scale=scale, precision=precision,
+        batch=batch, src_storage=storage, dst_storage=storage,
+        src_strides=Strides.along(tuple(shape), axis),
+        dst_strides=Strides.along(tuple(out_shape), axis),
+    )  # fmt: skip
+    return out

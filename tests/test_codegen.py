@@ -1,0 +1,94 @@
+"""FFT plans and generated kernels without a GPU: plan logic, butterfly constants, and the
+kernels' numerics run through the host-emulation dialect (C++, one loop step per thread)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tolerances import TOLERANCES, float32_bound, rel_l2
+
+from specux.kernels import plan
+from specux.kernels.codegen.fft import unit_root
+
+emulate = pytest.importorskip("specux.kernels.emulate")
+if emulate.compiler() is None:
+    pytest.skip("no C++ compiler for the host emulation", allow_module_level=True)
+
+
+def test_factorize_and_bluestein_length():
+    assert plan.factorize(1) == ()
+    assert plan.factorize(4096) == (8, 8, 8, 8)
+    assert plan.factorize(1000) == (8, 5, 5, 5)
+    assert plan.factorize(2 * 3 * 5 * 7 * 11 * 13) == (2, 3, 5, 7, 11, 13)
+    assert plan.factorize(17) is None and plan.factorize(2 * 1031) is None
+    for n in (17, 97, 1031, 65537):
+        m = plan.bluestein_length(n)
+        assert m >= 2 * n - 1 and plan.factorize(m) is not None
+        assert all(plan.factorize(k) is None or k % 11 == 0 or k % 13 == 0
+                   for k in range(2 * n - 1, m))  # fmt: skip
+    with pytest.raises(ValueError):
+        plan.factorize(0)
+
+
+def test_unit_roots_are_correctly_rounded():
+    assert unit_root(1, 3) == (-0.5, 0.8660254037844386)
+    assert unit_root(1, 4) == (0.0, 1.0) or unit_root(1, 4) == (-0.0, 1.0)
+    assert unit_root(3, 8) == (-0.7071067811865476, 0.7071067811865476)
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    for den in (5, 7, 11, 13, 97):
+        for num in range(den):
+            angle = 2 * mpmath.pi * num / den
+            assert unit_root(num, den) == (float(mpmath.cos(angle)), float(mpmath.sin(angle)))
+
+
+SIZES = list(range(1, 33)) + [48, 60, 64, 97, 100, 128, 210, 243, 256, 343, 1000, 1031, 2310]
+
+
+def _complex(rng, shape, dtype=np.complex128):
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_emulated_c2c_r2c_c2r_float64(n, rng):
+    x = _complex(rng, (3, n))
+    assert rel_l2(emulate.fft_1d(x, "c2c", n), np.fft.fft(x)) <= TOLERANCES["float64"]
+    inverse = emulate.fft_1d(x, "c2c", n, sign=1, scale=1.0 / n)
+    assert rel_l2(inverse, np.fft.ifft(x)) <= TOLERANCES["float64"]
+    real = rng.standard_normal((2, n))
+    assert rel_l2(emulate.fft_1d(real, "r2c", n), np.fft.rfft(real)) <= TOLERANCES["float64"]
+    half = np.fft.rfft(real)
+    back = emulate.fft_1d(half, "c2r", n, sign=1, scale=1.0 / n)
+    assert rel_l2(back, np.fft.irfft(half, n)) <= TOLERANCES["float64"]
+
+
+@pytest.mark.parametrize("n", [2, 7, 17, 64, 97, 1000, 1031])
+def test_emulated_float32_within_3x_numpy(n, rng):
+    x = _complex(rng, (4, n))
+    ref = np.fft.fft(x)
+    numpy32 = rel_l2(np.fft.fft(x.astype(np.complex64)), ref)
+    ours = rel_l2(emulate.fft_1d(x.astype(np.complex64), "c2c", n), ref)
+    assert ours <= float32_bound(numpy32)
+
+
+def test_emulated_c2r_drops_imaginary_dc_and_nyquist(rng):
+    half = _complex(rng, (2, 9))
+    back = emulate.fft_1d(half, "c2r", 16, sign=1, scale=1 / 16)
+    assert rel_l2(back, np.fft.irfft(half, 16)) <= TOLERANCES["float64"]
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_emulated_strided_axes(axis, rng):
+    x = _complex(rng, (12, 5, 7))
+    got = emulate.fft_1d(x, "c2c", x.shape[axis], axis=axis)
+    assert rel_l2(got, np.fft.fft(x, axis=axis)) <= TOLERANCES["float64"]
+
+
+@pytest.mark.parametrize("n", [8, 12, 17])
+def test_emulated_float16_storage(n, rng):
+    real = rng.standard_normal((2, n)).astype(np.float16)
+    got = emulate.fft_1d(real, "r2c", n)  # (..., bins, 2) float16 pairs
+    ref = np.fft.rfft(real.astype(np.float64))
+    got_c = got[..., 0].astype(np.float64) + 1j * got[..., 1].astype(np.float64)
+    # computed in float32, rounded once to float16 on store: half an ulp of float16 at the peak
+    assert np.max(np.abs(got_c - ref)) <= np.abs(ref).max() * 2.0**-10
