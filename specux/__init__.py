@@ -31,12 +31,29 @@ from specux.meta import filters
 from specux.meta.filters import hz_to_mel, mel_to_hz
 from specux.meta.windows import get_window
 from specux.options import deterministic, is_deterministic
+from specux.twins import ISTFT, LFCC, MFCC, STFT, Chroma, FFTConvolve, MelSpectrogram
+
+
+def clear_cache() -> None:
+    """Forget compiled kernels: the in-memory caches and the disk cache (SPECUX_CACHE_DIR)."""
+    from specux.kernels.cache import clear_all
+
+    clear_all()
+
 
 if _torch_module() is not None:
     import specux.ops  # noqa: F401 - registers torch.ops.specux.*
 
 __all__ = [
+    "ISTFT",
+    "LFCC",
+    "MFCC",
+    "STFT",
     "BackendUnavailableError",
+    "Chroma",
+    "FFTConvolve",
+    "MelSpectrogram",
+    "clear_cache",
     "ParameterError",
     "__version__",
     "chroma",

@@ -28,6 +28,9 @@ def info() -> int:
     for backend in ("cpu", "cuda", "metal"):
         reason = routing.backend_unavailable_reason(backend)
         print(f"  {backend:6s} {'available' if reason is None else 'unavailable: ' + reason}")
+    from specux.compat import cuda
+
+    print(f"NVRTC: {cuda.nvrtc_summary()}")
     print("torch ops:", "registered (torch.ops.specux.*)" if "torch" in sys.modules else "no torch")
     print(f"deterministic: {options.is_deterministic()}")
     cache = options.cache_dir()

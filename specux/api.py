@@ -20,12 +20,12 @@ from specux.meta.params import ParameterError, StftParams
 class _Call:
     """One validated call: the route, the engine and the precision bookkeeping."""
 
-    def __init__(self, x: Any, backend: Any, name: str = "x") -> None:
-        self.route = routing.route(x, backend, name)
+    def __init__(self, x: Any, backend: Any, name: str = "x", family: str = "fft") -> None:
+        self.route = routing.route(x, backend, name, family)
         self.engine = engine_for(self.route.library)
         self.kind = float_kind(x, self.route.library, name)
         self.input_dtype = dtype_of(x, self.route.library)
-        self.compute = dtypes.compute_dtype(self.input_dtype)
+        self.compute = dtypes.compute_dtype(self.input_dtype, self.route.backend)
         self.ndim = len(x.shape)
 
     def real_compute(self) -> str:
@@ -310,7 +310,7 @@ def stft(
     when ``center``. ``output`` is "complex", "magnitude", "power" or "db"
     (``10 log10(max(power, eps))``). ``normalized`` scales by ``n_fft ** -0.5``.
     """
-    call = _Call(x, backend)
+    call = _Call(x, backend, family="stft")
     p = params.stft_params(
         n_fft=n_fft, hop_length=hop_length, win_length=win_length, window=window,
         center=center, pad_mode=pad_mode, normalized=normalized, onesided=onesided,
@@ -347,7 +347,7 @@ def istft(
     ValueError where the envelope falls below 1e-11 inside the output (NOLA fails). A
     ``length`` longer than the frames cover is zero-padded; a shorter one trims.
     """
-    call = _Call(S, backend, "S")
+    call = _Call(S, backend, "S", family="istft")
     _require_ndim(call, 2, "S")
     if call.kind != "complex":
         raise TypeError(f"istft takes a complex spectrogram, got {call.input_dtype}")

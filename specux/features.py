@@ -79,7 +79,7 @@ def melspectrogram(
     ``(20 / power) log10(max(S, eps))`` and, with ``top_db``, clips each signal at its own
     maximum minus ``top_db``.
     """
-    call = _Call(x, backend)
+    call = _Call(x, backend, family="melspectrogram")
     p, w = _stft_setup(call, x, n_fft=n_fft, hop_length=hop_length, win_length=win_length,
                        window=window, center=center, pad_mode=pad_mode)  # fmt: skip
     bank = matrices.mel_spec(
@@ -141,7 +141,7 @@ def mfcc(
     normalization, default "slaney", since ``norm`` is the DCT's).
     """
     mel_params = _split_params("mfcc", mel_params, _MEL_KEYS)
-    call = _Call(x, backend)
+    call = _Call(x, backend, family="mfcc")
     p, w = _stft_setup(
         call, x, **{k: mel_params.get(k, d) for k, d in _STFT_DEFAULTS.items()}
     )
@@ -191,7 +191,7 @@ def lfcc(
     ``center``, ``pad_mode``, ``power`` (default 2).
     """
     stft_params = _split_params("lfcc", stft_params, _STFT_KEYS)
-    call = _Call(x, backend)
+    call = _Call(x, backend, family="lfcc")
     p, w = _stft_setup(
         call, x, **{k: stft_params.get(k, d) for k, d in _STFT_DEFAULTS.items()}
     )
@@ -244,7 +244,7 @@ def chroma(
     if source == "cqt":
         raise ValueError("chroma(source='cqt') needs the CQT, which is not in this version")
     extra = _split_params("chroma", params_, _CHROMA_STFT_KEYS)
-    call = _Call(x, backend)
+    call = _Call(x, backend, family="chroma")
     p, w = _stft_setup(
         call, x, n_fft=n_fft, hop_length=hop_length, win_length=extra.get("win_length"),
         window=extra.get("window", "hann"), center=extra.get("center", True),
@@ -280,8 +280,8 @@ def fftconvolve(x: Any, y: Any, mode: str = "full", dim: int = -1, *, backend: s
     ``mode``: "full" (``Lx + Ly - 1`` samples), "same" (``Lx``, centred like scipy), "valid"
     (``|Lx - Ly| + 1``). Real inputs give a real result; float32 stays float32.
     """
-    call = _Call(x, backend)
-    other = _Call(y, backend, "y")
+    call = _Call(x, backend, family="fftconvolve")
+    other = _Call(y, backend, "y", family="fftconvolve")
     if other.route != call.route:
         raise TypeError(
             f"x and y must be the same kind of array on the same device: x is "

@@ -39,15 +39,31 @@ def cuda_driver_reason() -> str | None:
     return "no NVIDIA driver found (libcuda could not be loaded)"
 
 
-def backend_unavailable_reason(backend: str) -> str | None:
-    """None if ``backend`` can run here, else a sentence saying why not."""
+# Transform families with CUDA kernels in this version; the rest raise with the reason.
+CUDA_FAMILIES = frozenset({"fft"})
+
+
+@functools.cache
+def _cuda_reason() -> str | None:
+    reason = cuda_driver_reason()
+    if reason is not None:
+        return reason
+    from specux.compat import cuda
+
+    return cuda.unavailable_reason()
+
+
+def backend_unavailable_reason(backend: str, family: str | None = None) -> str | None:
+    """None if ``backend`` can run here (for transforms of ``family``), else why not."""
     if backend == "cpu":
         return None
     if backend == "cuda":
-        reason = cuda_driver_reason()
+        reason = _cuda_reason()
         if reason is not None:
             return reason
-        return "specux's CUDA kernels are not part of this version yet"
+        if family is not None and family not in CUDA_FAMILIES:
+            return f"{family} has no CUDA kernels in this version (the FFT family has)"
+        return None
     if backend == "metal":
         if sys.platform != "darwin":
             return f"Metal needs macOS (this is {sys.platform})"
@@ -55,13 +71,7 @@ def backend_unavailable_reason(backend: str) -> str | None:
     raise AssertionError(backend)
 
 
-def _unavailable(backend: str, what: str) -> BackendUnavailableError:
-    return BackendUnavailableError(
-        f"backend={backend!r} is unavailable for {what}: {backend_unavailable_reason(backend)}"
-    )
-
-
-def route(x: Any, backend: Any = "auto", name: str = "x") -> Route:
+def route(x: Any, backend: Any = "auto", name: str = "x", family: str | None = None) -> Route:
     """Pick where a call on ``x`` runs, or raise BackendUnavailableError / TypeError."""
     backend = backend_name(backend)
     library = library_of(x, name)
@@ -83,8 +93,11 @@ def route(x: Any, backend: Any = "auto", name: str = "x") -> Route:
         )
     else:
         chosen = backend
-    if backend_unavailable_reason(chosen) is not None:
-        raise _unavailable(chosen, what)
+    reason = backend_unavailable_reason(chosen, family)
+    if chosen == "cuda" and library == NUMPY and reason is None:
+        reason = "numpy arrays are not staged to the GPU in this version"
+    if reason is not None:
+        raise BackendUnavailableError(f"backend={chosen!r} is unavailable for {what}: {reason}")
     return Route(library, device_type, chosen)
 
 

@@ -18,7 +18,7 @@ import tempfile
 import numpy as np
 
 from specux.kernels.codegen.dialects import CPP
-from specux.kernels.codegen.fft import KERNEL_NAME, PARAMS, render_pass
+from specux.kernels.codegen.fft import KERNEL_NAME, PARAMS, render_pass, source_key
 from specux.kernels.fft_exec import Strides, transform_1d
 from specux.kernels.plan import PassSpec
 
@@ -59,6 +59,16 @@ def _build(source: str) -> ctypes.CDLL:
     return lib
 
 
+@functools.lru_cache(maxsize=1024)
+def _entry_for_key(key: PassSpec):
+    return getattr(_build(render_pass(key, CPP)), KERNEL_NAME)
+
+
+def entry(spec: PassSpec):
+    """The host function of a pass (one build per distinct source)."""
+    return _entry_for_key(source_key(spec))
+
+
 class HostBackend:
     """fft_exec.Backend on numpy buffers; keeps every buffer alive until it is discarded."""
 
@@ -79,8 +89,7 @@ class HostBackend:
         return buffer.ctypes.data
 
     def launch(self, spec: PassSpec, threads: int, args: tuple) -> None:
-        entry = getattr(_build(render_pass(spec, CPP)), KERNEL_NAME)
-        entry(threads, *args)
+        entry(spec)(threads, *args)
 
 
 _STORAGE = {

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from specux.kernels.codegen.fft import launch_sizes
 from specux.kernels.plan import (
     CANONICAL,
     USER,
@@ -140,6 +141,7 @@ def _chain(backend, chain, src, dst, batch, scale, src_strides, dst_strides, loa
             batch, float(scale),
             ins.inner, ins.outer_stride, ins.inner_stride, ins.elem_stride,
             outs.inner, outs.outer_stride, outs.inner_stride, outs.elem_stride,
+            *launch_sizes(spec),
         )  # fmt: skip
         backend.launch(spec, batch * (n // spec.radix), args)
         current = target

@@ -16,12 +16,18 @@ _COMPUTE = {
     "complex64": "complex64",
     "complex128": "complex128",
 }
-_COMPLEX_OF = {"float32": "complex64", "float64": "complex128"}
-_REAL_OF = {"complex64": "float32", "complex128": "float64"}
+_COMPLEX_OF = {"float16": "complex32", "float32": "complex64", "float64": "complex128"}
+_REAL_OF = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
 
 
-def compute_dtype(name: str) -> str:
-    """The dtype a transform computes in for an input of dtype ``name``."""
+def compute_dtype(name: str, backend: str = "cpu") -> str:
+    """The dtype handed to the kernels for an input of dtype ``name``.
+
+    The CUDA kernels load and store float16 themselves (computing in float32); elsewhere
+    half inputs are widened to float32 first.
+    """
+    if backend == "cuda" and name in ("float16", "complex32"):
+        return name
     return _COMPUTE[name]
 
 
@@ -40,6 +46,8 @@ def result_dtype(input_name: str, computed: str, library: str) -> str:
     storage = input_name in ("float16", "bfloat16", "complex32")
     if not storage:
         return computed
+    if computed == "complex32" and library != "torch":
+        return "complex64"  # numpy and cupy have no half-precision complex type
     if computed.startswith("float"):
         return "float16" if input_name == "complex32" else input_name
     if library == "torch" and input_name in ("float16", "complex32"):

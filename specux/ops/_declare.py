@@ -56,5 +56,9 @@ def from_numpy(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(a)
 
 
-COMPLEX_OF = {torch.float32: torch.complex64, torch.float64: torch.complex128}
-REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+COMPLEX_OF = {
+    torch.float16: torch.complex32,
+    torch.float32: torch.complex64,
+    torch.float64: torch.complex128,
+}
+REAL_OF = {value: key for key, value in COMPLEX_OF.items()}

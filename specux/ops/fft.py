@@ -29,6 +29,16 @@ def _c2c_cpu(x, dim, forward, norm):
     return from_numpy(cpu_fft.c2c(to_numpy(x), dim, forward, norm))
 
 
+def _c2c_cuda(x, dim, forward, norm):
+    from specux.kernels.cuda import fft as cuda_fft
+
+    return cuda_fft.c2c(x, _axes(x, dim), forward, norm)
+
+
+def _axes(x, dim) -> list[int]:
+    return [d % x.dim() for d in dim]
+
+
 def _c2c_setup(ctx, inputs, output):
     _, ctx.dim, ctx.forward, ctx.norm = inputs
 
@@ -41,7 +51,7 @@ declare(
     "c2c",
     "(Tensor x, int[] dim, bool forward, str norm) -> Tensor",
     fake=_c2c_fake,
-    kernels={"cpu": _c2c_cpu},
+    kernels={"cpu": _c2c_cpu, "cuda": _c2c_cuda},
     backward=_c2c_backward,
     setup_context=_c2c_setup,
 )
@@ -63,6 +73,12 @@ def _r2c_cpu(x, dim, norm):
     return from_numpy(cpu_fft.r2c(to_numpy(x), dim, norm))
 
 
+def _r2c_cuda(x, dim, norm):
+    from specux.kernels.cuda import fft as cuda_fft
+
+    return cuda_fft.r2c(x, _axes(x, dim), norm)
+
+
 def _r2c_setup(ctx, inputs, output):
     x, ctx.dim, ctx.norm = inputs
     ctx.last_size = x.shape[ctx.dim[-1]]
@@ -76,7 +92,7 @@ declare(
     "r2c",
     "(Tensor x, int[] dim, str norm) -> Tensor",
     fake=_r2c_fake,
-    kernels={"cpu": _r2c_cpu},
+    kernels={"cpu": _r2c_cpu, "cuda": _r2c_cuda},
     backward=_r2c_backward,
     setup_context=_r2c_setup,
 )
@@ -102,6 +118,12 @@ def _c2r_cpu(x, dim, last_size, norm):
     return from_numpy(cpu_fft.c2r(to_numpy(x), dim, last_size, norm))
 
 
+def _c2r_cuda(x, dim, last_size, norm):
+    from specux.kernels.cuda import fft as cuda_fft
+
+    return cuda_fft.c2r(x, _axes(x, dim), last_size, norm)
+
+
 def _c2r_setup(ctx, inputs, output):
     _, ctx.dim, ctx.last_size, ctx.norm = inputs
 
@@ -114,7 +136,7 @@ declare(
     "c2r",
     "(Tensor x, int[] dim, int last_size, str norm) -> Tensor",
     fake=_c2r_fake,
-    kernels={"cpu": _c2r_cpu},
+    kernels={"cpu": _c2r_cpu, "cuda": _c2r_cuda},
     backward=_c2r_backward,
     setup_context=_c2r_setup,
 )

@@ -6,6 +6,7 @@ twiddles come from a float64 sincospi of an exactly reduced integer ratio (no re
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import functools
 
@@ -29,6 +30,13 @@ PARAMS = (
     ("long long", "out_outer_stride"),
     ("long long", "out_inner_stride"),
     ("long long", "out_elem_stride"),
+    # Sizes are launch arguments, not constants, so one compiled kernel serves every length
+    # with the same radix, modes and precision (NVRTC time, not run time, bounds the tests).
+    ("long long", "n"),
+    ("long long", "stride"),
+    ("long long", "load_valid"),
+    ("long long", "store_valid"),
+    ("long long", "logical"),
 )
 
 _REAL = {"float32": "float", "float64": "double"}
@@ -120,10 +128,10 @@ def _twiddle(fn: str, sign: int) -> str:
 """
 
 
-def _offset(prefix: str, canonical: bool, row: int, index: str = "j") -> str:
+def _offset(prefix: str, canonical: bool, index: str = "j") -> str:
     """Element ``index`` of row ``b``: canonical scratch rows, or the launch's user strides."""
     if canonical:
-        return f"b * {row}LL + {index}"
+        return f"b * n + {index}"
     return (
         f"(b / {prefix}_inner) * {prefix}_outer_stride + (b % {prefix}_inner) * "
         f"{prefix}_inner_stride + {index} * {prefix}_elem_stride"
@@ -136,26 +144,22 @@ def _storage_type(storage: str, mode: str) -> str:
     return _REAL_STORAGE[storage] if mode == "real" else _COMPLEX_STORAGE[storage]
 
 
-def _load_fn(fn: str, spec: LoadSpec, n: int, params: str) -> str:
+def _load_fn(fn: str, spec: LoadSpec, params: str) -> str:
     in_t = _storage_type(spec.storage, spec.mode)
-    offset = _offset("in", spec.layout.canonical, n)
+    offset = _offset("in", spec.layout.canonical)
     lines = [f"{fn} cpx load(long long b, long long j, {params}) {{"]
     lines.append(f"    const {in_t}* in = (const {in_t}*)in_ptr;")
-    if spec.valid:
-        lines.append(f"    if (j >= {spec.valid}LL) {{ cpx z = {{0, 0}}; return z; }}")
+    lines.append("    if (j >= load_valid) { cpx z = {0, 0}; return z; }  // zero padding")
     if spec.mode == "complex":
         lines.append(f"    cpx v = to_cpx(in[{offset}]);")
     elif spec.mode == "real":
         lines.append(f"    cpx v = {{to_real(in[{offset}]), (real_t)0}};")
-    else:  # hermitian: a half spectrum of `logical` bins
-        logical = spec.valid or n
-        lines.append(f"    const bool mirrored = j > {logical // 2}LL;")
-        lines.append(f"    const long long source = mirrored ? {logical}LL - j : j;")
-        source = _offset("in", spec.layout.canonical, n, "source")
-        lines.append(f"    cpx v = to_cpx(in[{source}]);")
+    else:  # hermitian: the half spectrum of a load_valid-point real signal
+        lines.append("    const bool mirrored = 2 * j > load_valid;")
+        lines.append("    const long long source = mirrored ? load_valid - j : j;")
+        lines.append(f"    cpx v = to_cpx(in[{_offset('in', spec.layout.canonical, 'source')}]);")
         lines.append("    if (mirrored) v.im = -v.im;")
-        nyquist = f" || source == {logical // 2}LL" if logical % 2 == 0 else ""
-        lines.append(f"    if (source == 0{nyquist}) v.im = (real_t)0;")
+        lines.append("    if (source == 0 || 2 * source == load_valid) v.im = (real_t)0;")
     if spec.table:
         lines.append("    v = cmul(v, ((const cpx*)load_table)[j]);")
     lines.append("    return v;")
@@ -163,16 +167,14 @@ def _load_fn(fn: str, spec: LoadSpec, n: int, params: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _store_fn(fn: str, spec: StoreSpec, n: int, params: str) -> str:
+def _store_fn(fn: str, spec: StoreSpec, params: str) -> str:
     out_t = _storage_type(spec.storage, spec.mode)
-    offset = _offset("out", spec.layout.canonical, n)
-    logical = spec.logical or n
+    offset = _offset("out", spec.layout.canonical)
     lines = [f"{fn} void store(long long b, long long j, cpx v, {params}) {{"]
     lines.append(f"    {out_t}* out = ({out_t}*)out_ptr;")
-    if spec.valid:
-        lines.append(f"    if (j >= {spec.valid}LL) return;")
+    lines.append("    if (j >= store_valid) return;")
     if spec.mode == "half":
-        lines.append(f"    if (j > {logical // 2}LL) return;")
+        lines.append("    if (2 * j > logical) return;  // bins 0 .. logical / 2")
     if spec.table:
         lines.append("    v = cmul(v, ((const cpx*)store_table)[j]);")
     if spec.scaled:
@@ -221,38 +223,57 @@ def _butterfly(radix: int, sign: int) -> list[str]:
     return lines
 
 
+def source_key(spec: PassSpec) -> PassSpec:
+    """The spec with its launch-time sizes zeroed: equal keys render identical source."""
+    return dataclasses.replace(
+        spec, n=0, stride=0,
+        load=dataclasses.replace(spec.load, valid=0),
+        store=dataclasses.replace(spec.store, valid=0, logical=0),
+    )  # fmt: skip
+
+
+def launch_sizes(spec: PassSpec) -> tuple[int, int, int, int, int]:
+    """The size arguments (n, stride, load_valid, store_valid, logical) of a pass."""
+    n = spec.n
+    return n, spec.stride, spec.load.valid or n, spec.store.valid or n, spec.store.logical or n
+
+
 def render_pass(spec: PassSpec, dialect: Dialect) -> str:
-    """Kernel source for one pass; entry point ``specux_fft_pass`` with :data:`PARAMS`."""
+    """Kernel source for one pass; entry point ``specux_fft_pass`` with :data:`PARAMS`.
+
+    The source depends only on :func:`source_key`; sizes arrive as launch arguments.
+    """
+    spec = source_key(spec)
     fn = dialect.function
     params = ", ".join(f"{t} {n}" for t, n in PARAMS)
     args = ", ".join(n for _, n in PARAMS)
-    n, radix, stride = spec.n, spec.radix, spec.stride
-    quarter = n // radix
+    radix = spec.radix
     body = [
-        f"    const long long quarter = {quarter}LL;  // butterflies per transform",
+        f"    const long long quarter = n / {radix}LL;  // butterflies per transform",
         "    if (gid >= batch * quarter) return;",
         "    const long long b = gid / quarter;",
         "    const long long i = gid - b * quarter;",
-        f"    const long long k = i % {stride}LL;",
+        "    const long long k = i % stride;",
     ]
     for r in range(radix):
-        body.append(f"    cpx u{r} = load(b, i + {r * quarter}LL, {args});")
-    if stride > 1:
+        body.append(f"    cpx u{r} = load(b, i + {r}LL * quarter, {args});")
+    if radix > 1:
+        body.append("    if (stride > 1) {")
         for r in range(1, radix):
-            body.append(f"    u{r} = cmul(u{r}, twiddle({r}LL * k, {stride * radix}LL));")
+            body.append(f"        u{r} = cmul(u{r}, twiddle({r}LL * k, stride * {radix}LL));")
+        body.append("    }")
     body += _butterfly(radix, spec.sign)
     body.append(f"    const long long j0 = (i - k) * {radix}LL + k;")
     for r in range(radix):
-        body.append(f"    store(b, j0 + {r * stride}LL, v{r}, {args});")
+        body.append(f"    store(b, j0 + {r}LL * stride, v{r}, {args});")
     source = [
-        f"// specux FFT pass: n={n} radix={radix} stride={stride} sign={spec.sign} "
-        f"precision={spec.precision}",
+        f"// specux FFT pass: radix={radix} sign={spec.sign} precision={spec.precision}",
         dialect.prelude,
         f"typedef {_REAL[spec.precision]} real_t;",
         _types(fn),
         _twiddle(fn, spec.sign),
-        _load_fn(fn, spec.load, n, params),
-        _store_fn(fn, spec.store, n, params),
+        _load_fn(fn, spec.load, params),
+        _store_fn(fn, spec.store, params),
         dialect.kernel_open.format(name=KERNEL_NAME, params=params),
         "\n".join(body),
         dialect.kernel_close.format(name=KERNEL_NAME, params=params, args=args),

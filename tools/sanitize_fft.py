@@ -1,0 +1,23 @@
+"""A small workload of every CUDA FFT kernel family, for compute-sanitizer:
+
+    compute-sanitizer --tool memcheck python3 tools/sanitize_fft.py
+    compute-sanitizer --tool racecheck python3 tools/sanitize_fft.py
+"""
+
+import torch
+
+import specux
+
+for n in (1, 2, 7, 8, 12, 17, 64, 97, 1000, 1031):
+    for dtype in (torch.complex64, torch.complex128):
+        x = torch.randn(3, n, dtype=dtype, device="cuda")
+        specux.fft(x)
+        specux.ifft(x, norm="ortho")
+        specux.irfft(x, n=2 * n)
+        specux.fft2(torch.randn(5, n, dtype=dtype, device="cuda"))
+    r = torch.randn(2, n, device="cuda")
+    specux.rfft(r)
+    specux.rfft(r.half())
+    specux.rfftn(torch.randn(3, 4, n, device="cuda", dtype=torch.float64))
+torch.cuda.synchronize()
+print("sanitize workload done")
