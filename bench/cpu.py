@@ -1,0 +1,175 @@
+"""CPU benchmark: specux's CPU backend vs librosa and torch, side by side, ratios printed.
+
+Workloads: ../shared/PERF.md's mel, mfcc, stft_c, stft_p and cqt scaled to 8 signals. Each
+(workload, contender) runs in a fresh process (so no contender warms caches for another),
+timed as the median of --repeat calls after --warmup calls, all in float32.
+
+    python bench/cpu.py                 # every workload
+    python bench/cpu.py --only mel cqt  # some
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+BATCH = 8
+
+WORKLOADS = {
+    "mel": "melspectrogram(sr=16000, n_fft=1024, hop_length=256, n_mels=80) on (8, 160000)",
+    "mfcc": "mfcc(sr=16000, n_mfcc=20, n_fft=1024, hop_length=256, n_mels=80) on (8, 160000)",
+    "stft_c": "stft(n_fft=1024, hop_length=256), complex, on (8, 160000)",
+    "stft_p": "stft(n_fft=1024, hop_length=256, output='power') on (8, 160000)",
+    "cqt": "cqt(sr=22050, hop_length=512, fmin=32.70, n_bins=84) on (8, 220500)",
+}
+CONTENDERS = ("specux", "librosa", "torch")
+
+
+def _signal(workload: str):
+    import numpy as np
+
+    length = 220500 if workload == "cqt" else 160000
+    return np.random.default_rng(0).standard_normal((BATCH, length)).astype(np.float32)
+
+
+def _specux(workload: str, x):
+    import specux
+
+    if workload == "mel":
+        return lambda: specux.melspectrogram(x, sr=16000, n_fft=1024, hop_length=256, n_mels=80)
+    if workload == "mfcc":
+        return lambda: specux.mfcc(x, sr=16000, n_mfcc=20, n_fft=1024, hop_length=256, n_mels=80)
+    if workload == "stft_c":
+        return lambda: specux.stft(x, n_fft=1024, hop_length=256)
+    if workload == "stft_p":
+        return lambda: specux.stft(x, n_fft=1024, hop_length=256, output="power")
+    if workload == "cqt":
+        return lambda: specux.cqt(x, sr=22050, hop_length=512, fmin=32.70, n_bins=84)
+    raise KeyError(workload)
+
+
+def _librosa(workload: str, x):
+    import librosa
+
+    kw = dict(sr=16000, n_fft=1024, hop_length=256, n_mels=80, pad_mode="constant")
+    if workload == "mel":
+        return lambda: librosa.feature.melspectrogram(y=x, **kw)
+    if workload == "mfcc":
+        return lambda: librosa.feature.mfcc(y=x, n_mfcc=20, **kw)
+    if workload == "stft_c":
+        return lambda: librosa.stft(x, n_fft=1024, hop_length=256, pad_mode="constant")
+    if workload == "stft_p":
+        return lambda: abs(librosa.stft(x, n_fft=1024, hop_length=256, pad_mode="constant")) ** 2
+    if workload == "cqt":
+        return lambda: librosa.cqt(x, sr=22050, hop_length=512, fmin=32.70, n_bins=84)
+    raise KeyError(workload)
+
+
+def _torch(workload: str, x):
+    """torch's CPU path: torch.stft plus matmuls (what torchaudio does)."""
+    import librosa
+    import torch
+
+    xt = torch.from_numpy(x)
+    window = torch.hann_window(1024)
+    if workload == "cqt":
+        return None  # torch has no CQT; nnAudio is GPU-oriented and not installed here
+
+    def spec():
+        return torch.stft(xt, 1024, 256, window=window, center=True, pad_mode="constant",
+                          return_complex=True)  # fmt: skip
+
+    if workload == "stft_c":
+        return spec
+    if workload == "stft_p":
+        return lambda: spec().abs().pow(2)
+    mel = torch.from_numpy(librosa.filters.mel(sr=16000, n_fft=1024, n_mels=80))
+    if workload == "mel":
+        return lambda: mel @ spec().abs().pow(2)
+    import scipy.fft
+
+    dct = torch.from_numpy(scipy.fft.dct(torch.eye(80).numpy(), norm="ortho", axis=0)[:20])
+
+    def mfcc():
+        db = 10 * torch.log10(torch.clamp_min(mel @ spec().abs().pow(2), 1e-10))
+        db = torch.maximum(db, db.amax(dim=(-2, -1), keepdim=True) - 80.0)
+        return dct @ db
+
+    return mfcc
+
+
+def _time_one(workload: str, contender: str, warmup: int, repeat: int) -> dict:
+    x = _signal(workload)
+    fn = {"specux": _specux, "librosa": _librosa, "torch": _torch}[contender](workload, x)
+    if fn is None:
+        return {"ms": None}
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return {"ms": 1e3 * times[len(times) // 2]}
+
+
+def _run_child(workload: str, contender: str, warmup: int, repeat: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", workload, contender, "--warmup", str(warmup),
+           "--repeat", str(repeat)]  # fmt: skip
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        return {"ms": None, "error": result.stderr.strip().splitlines()[-1:]}
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _fmt(value: float | None) -> str:
+    return f"{value:.1f}" if value is not None else "-"
+
+
+def _ratio(theirs: float | None, ours: float | None) -> str:
+    return f"{theirs / ours:.2f}x" if ours and theirs else "-"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", choices=sorted(WORKLOADS))
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "CONTENDER"))
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(_time_one(*args.child, args.warmup, args.repeat)))
+        return 0
+    import numpy
+    import torch
+
+    print(
+        f"specux CPU benchmark: {os.cpu_count()} cores, numpy {numpy.__version__}, "
+        f"torch {torch.__version__}, float32, batch {BATCH}, median of {args.repeat}"
+    )
+    print(f"{'workload':8s} {'specux ms':>10s} {'librosa ms':>11s} {'torch ms':>9s} "
+          f"{'vs librosa':>11s} {'vs torch':>9s}")  # fmt: skip
+    for workload in args.only or WORKLOADS:
+        ms = {c: _run_child(workload, c, args.warmup, args.repeat) for c in CONTENDERS}
+        ours, librosa_ms, torch_ms = (ms[c]["ms"] for c in CONTENDERS)
+        print(
+            f"{workload:8s} {_fmt(ours):>10s} {_fmt(librosa_ms):>11s} {_fmt(torch_ms):>9s} "
+            f"{_ratio(librosa_ms, ours):>11s} {_ratio(torch_ms, ours):>9s}"
+        )
+        for c in CONTENDERS:
+            if ms[c].get("error"):
+                print(f"    {c} failed: {ms[c]['error']}")
+    print("ratios are peer time / specux time: above 1 means specux is faster")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,446 @@
+"""``torch.nn.Module`` versions of the transforms, with their filters as buffers.
+
+A module takes its function's parameters (``specux.nn.MelSpectrogram(sr=16000, n_fft=512)``),
+checks them once at construction through the configured twin (:mod:`specux.twins`, kept as
+``module.twin``), and keeps what it applies as buffers:
+
+- ``window``, ``(win_length,)``: every STFT-based module;
+- ``fb``, ``(n_bands, n_fft // 2 + 1)``: the mel, linear or chroma filterbank of
+  ``MelSpectrogram``, ``MFCC``, ``LFCC``, ``Chroma``;
+- ``dct``, ``(n_coefficients, n_bands)``: the DCT rows (lifter applied) of ``MFCC``, ``LFCC``.
+
+Buffers are built in float64 and stored in ``dtype`` (default ``torch.get_default_dtype()``,
+float32, as torchaudio does), so ``state_dict`` round-trips, ``.to(device)`` moves them, and a
+user may replace them (``module.fb = my_bank``, or :meth:`set_filter` to give float64 values)
+or learn them (``module.fb = torch.nn.Parameter(module.fb.clone())``): the ops' backward
+reaches them. Changing the module's dtype (``.double()``, ``.to(torch.float64)``, ``.half()``)
+rounds a buffer that still holds the filter it was built with afresh from its float64 values,
+so a ``.double()``-ed module equals the float64 function; a replaced or modified buffer (a
+loaded ``state_dict`` with other values included) is cast as usual.
+
+Precision: inputs compute as with the functions (float16 / bfloat16 in float32, float32 and
+float64 as themselves; real outputs come back in the input's dtype). Buffers are cast to that
+compute dtype at each call when it differs from theirs, so a float32 module given a float64
+input computes in float64 with its filters rounded to float32 (about 1e-7 relative from the
+float64 function); call ``.double()`` (or build with ``dtype=torch.float64``) to equal the
+float64 function. A float32 module on float32 input equals the function, whose filters are the
+same float64 values rounded once.
+
+Forward passes are ``torch.ops.specux`` ops (or the public functions, which call them) and
+elementwise torch ops, so ``torch.compile(fullgraph=True)`` traces them. The modules run where
+their input and buffers live; they take no ``backend=``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+import specux
+from specux import twins
+from specux.engines import TorchEngine
+from specux.meta import matrices
+from specux.meta.params import StftParams, signal_length, stft_params
+from specux.meta.windows import named_window
+
+__all__ = ["STFT", "ISTFT", "MelSpectrogram", "MFCC", "LFCC", "Chroma", "FFTConvolve"]
+
+_COMPUTE = {
+    torch.float16: torch.float32,
+    torch.bfloat16: torch.float32,
+    torch.float32: torch.float32,
+    torch.float64: torch.float64,
+}
+# mfcc / lfcc take 10 log10(max(S, 1e-10)) (librosa's power_to_db amin), as the functions do.
+_LOG_AMIN = 1e-10
+_STFT_KEYS = ("n_fft", "hop_length", "win_length", "window", "center", "pad_mode")
+
+
+def _defaults(function: Any) -> dict[str, Any]:
+    return {
+        name: p.default
+        for name, p in inspect.signature(function).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+
+
+def _mel_defaults() -> dict[str, Any]:
+    """The STFT and mel parameters mfcc / lfcc / chroma share with melspectrogram, defaults."""
+    mel = _defaults(specux.melspectrogram)
+    keys = _STFT_KEYS + ("power", "n_mels", "fmin", "fmax", "htk")
+    return {**{k: mel[k] for k in keys}, "mel_norm": mel["norm"]}
+
+
+def _window64(window: Any, p: StftParams) -> Any:
+    """The window in float64 on the host: the named one built, or the given array copied."""
+    if not p.window.is_array:
+        return named_window(p.window, p.win_length)
+    if isinstance(window, torch.Tensor):
+        return window.detach().to("cpu", torch.float64)
+    if hasattr(window, "get"):  # cupy: one host copy, at construction
+        window = window.get()
+    return np.asarray(window, dtype=np.float64)
+
+
+def _like(buffer: torch.Tensor, x: torch.Tensor, name: str) -> torch.Tensor:
+    """``buffer`` in ``x``'s dtype; it must already be on ``x``'s device (never copied)."""
+    if buffer.device != x.device:
+        raise specux.BackendUnavailableError(
+            f"the module's {name} is on {buffer.device} but the input is on {x.device}: move the "
+            "module with .to(device); specux never copies silently"
+        )
+    return buffer if buffer.dtype == x.dtype else buffer.to(x.dtype)
+
+
+def _restore(out: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return out if out.dtype == dtype else out.to(dtype)
+
+
+# The functional API's own per-signal top_db clip and librosa-style normalization.
+_clip_top_db = TorchEngine.clip_top_db
+_normalize = TorchEngine.normalize
+
+
+class _Module(torch.nn.Module):
+    """A module configured like its twin; buffers built in float64, stored in ``dtype``."""
+
+    twin_class: ClassVar[type[twins.Twin]]
+
+    def __init__(self, *args: Any, device: Any = None, dtype: Any = None, **kwargs: Any) -> None:
+        super().__init__()
+        if "backend" in kwargs:
+            raise TypeError(
+                f"specux.nn.{type(self).__name__} runs where its input and buffers are (move it "
+                "with .to()); backend= is for the functions and twins"
+            )
+        dtype = torch.get_default_dtype() if dtype is None else dtype
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+        self.twin = self.twin_class(*args, **kwargs)
+        self._factory = {"device": device, "dtype": dtype}
+        self._sources: dict[str, torch.Tensor] = {}  # float64 host values of the filter buffers
+
+    def _register(self, name: str, values: Any) -> None:
+        self.set_filter(name, values, self._factory["dtype"], self._factory["device"])
+
+    def set_filter(self, name: str, values: Any, dtype: Any = None, device: Any = None) -> None:
+        """Replace buffer ``name`` by ``values``, taken as float64 and stored in ``dtype``
+        (default: the buffer's present dtype and device); later dtype changes round from them."""
+        source = values if isinstance(values, torch.Tensor) else torch.from_numpy(np.array(values))
+        source = source.detach().to("cpu", torch.float64)
+        present = self._buffers.get(name)
+        if present is not None:
+            dtype = present.dtype if dtype is None else dtype
+            device = present.device if device is None else device
+        self._sources[name] = source
+        self.register_buffer(name, source.to(device=device, dtype=dtype))
+
+    def _holds_source(self, name: str) -> bool:
+        buffer, source = self._buffers.get(name), self._sources[name]
+        if buffer is None or buffer.shape != source.shape or not buffer.is_floating_point():
+            return False
+        try:
+            return bool(torch.equal(buffer, source.to(device=buffer.device, dtype=buffer.dtype)))
+        except (RuntimeError, NotImplementedError):  # meta tensors and the like: no values
+            return False
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        # .double() / .half() / .to(dtype): a buffer still equal to the filter it was built with
+        # is rounded again from float64 rather than from its present (rounded) values.
+        pristine = {name: self._buffers[name].dtype for name in self._sources
+                    if self._holds_source(name)}  # fmt: skip
+        module = super()._apply(fn, recurse)
+        for name, before in pristine.items():
+            buffer = self._buffers.get(name)
+            if buffer is not None and buffer.dtype != before and buffer.is_floating_point():
+                self._buffers[name] = self._sources[name].to(buffer.device, buffer.dtype)
+        return module
+
+    def _setup_stft(self, a: dict[str, Any], n_fft: Any = None) -> StftParams:
+        """Normalized STFT parameters (``a`` holds them); registers the ``window`` buffer."""
+        p = stft_params(
+            n_fft=a["n_fft"] if n_fft is None else n_fft, hop_length=a["hop_length"],
+            win_length=a["win_length"], window=a["window"], center=a["center"],
+            pad_mode=a.get("pad_mode", "constant"), normalized=a.get("normalized", False),
+            onesided=a.get("onesided", True),
+        )  # fmt: skip
+        self._register("window", _window64(a["window"], p))
+        return p
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={twins.short_repr(v)}" for k, v in self.twin.given.items())
+
+
+class STFT(_Module):
+    """:func:`specux.stft` as a module: ``STFT(n_fft=512)(x)``; buffer ``window``."""
+
+    twin_class = twins.STFT
+
+    def __init__(self, *args: Any, device: Any = None, dtype: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, device=device, dtype=dtype, **kwargs)
+        a = self.twin.params
+        p = self._setup_stft(a)
+        self._kwargs = {
+            "n_fft": p.n_fft, "hop_length": p.hop_length, "center": p.center,
+            "pad_mode": p.pad_mode, "normalized": p.normalized, "onesided": p.onesided,
+            "output": a["output"], "eps": a["eps"],
+        }  # fmt: skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., L) -> (..., n_freq, n_frames)``, as :func:`specux.stft`."""
+        window = self.window
+        return specux.stft(x, window=window, win_length=window.shape[0], **self._kwargs)
+
+
+class ISTFT(_Module):
+    """:func:`specux.istft` as a module: ``ISTFT(n_fft=512)(S, length=None)``; buffer ``window``.
+
+    The window buffer needs its length at construction: pass ``n_fft`` or ``win_length`` (or a
+    window array). With ``n_fft=None`` the transform size still comes from ``S`` at each call.
+    """
+
+    twin_class = twins.ISTFT
+
+    def __init__(self, *args: Any, device: Any = None, dtype: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, device=device, dtype=dtype, **kwargs)
+        a = self.twin.params
+        size = a["n_fft"]
+        if size is None:
+            size = a["win_length"]
+        if size is None and hasattr(a["window"], "shape"):
+            size = a["window"].shape[0]
+        if size is None:
+            raise ValueError(
+                "specux.nn.ISTFT builds its window buffer at construction: pass n_fft (or "
+                "win_length, or a window array)"
+            )
+        p = self._setup_stft({**a, "pad_mode": "constant"}, n_fft=size)
+        self._kwargs = {
+            "n_fft": a["n_fft"], "hop_length": p.hop_length, "center": p.center,
+            "normalized": p.normalized, "onesided": p.onesided,
+        }  # fmt: skip
+        self._length = a["length"]
+
+    def forward(self, S: torch.Tensor, length: int | None = None) -> torch.Tensor:  # noqa: N803
+        """``(..., n_freq, n_frames) -> (..., length)``; ``length`` overrides the configured one."""
+        window = self.window
+        length = self._length if length is None else length
+        return specux.istft(
+            S, window=window, win_length=window.shape[0], length=length, **self._kwargs
+        )
+
+
+class _Banded(_Module):
+    """Shared by the filterbank modules: input checks and the fused filterbank spectrogram."""
+
+    _stft: StftParams
+
+    def _prepare(self, x: Any) -> tuple[torch.Tensor, torch.dtype]:
+        """``x`` in its compute dtype, and the dtype to hand results back in."""
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(
+                f"specux.nn.{type(self).__name__} takes a torch.Tensor, got {type(x).__name__}: "
+                f"use specux.{self.twin_class.__name__} (or the function) for other arrays"
+            )
+        compute = _COMPUTE.get(x.dtype)
+        if compute is None:
+            raise TypeError(
+                f"x has dtype {x.dtype}: this transform takes a float16, bfloat16, float32 or "
+                "float64 signal"
+            )
+        if x.dim() < 1:
+            raise ValueError("x has 0 dimensions: this transform needs at least 1")
+        signal_length("x", x.shape[-1], self._stft)
+        return x.to(compute), x.dtype
+
+    def _filterbank(self, x: torch.Tensor, bank: torch.Tensor, power: float, output: str,
+                    eps: float) -> torch.Tensor:  # fmt: skip
+        """``bank @ |stft(x)| ** power`` (or its dB): one ``specux.bank_spectrogram`` op."""
+        p = self._stft
+        window = _like(self.window, x, "window")
+        return torch.ops.specux.bank_spectrogram(
+            x, window, "array", p.n_fft, p.hop_length, window.shape[0], p.center, p.pad_mode,
+            power, _like(bank, x, "fb"), "", output, eps,
+        )  # fmt: skip
+
+
+class MelSpectrogram(_Banded):
+    """:func:`specux.melspectrogram` as a module; buffers ``window`` and ``fb`` (n_mels, n_freq)."""
+
+    twin_class = twins.MelSpectrogram
+
+    def __init__(self, *args: Any, device: Any = None, dtype: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, device=device, dtype=dtype, **kwargs)
+        a = self.twin.params
+        self._stft = p = self._setup_stft(a)
+        bank = matrices.mel_spec(
+            sr=a["sr"], n_fft=p.n_fft, n_mels=a["n_mels"], fmin=a["fmin"], fmax=a["fmax"],
+            htk=a["htk"], norm=a["norm"],
+        )  # fmt: skip
+        self._register("fb", matrices.matrix(bank))
+        self._power = float(a["power"])
+        self._output = str(a["output"]).lower()
+        self._eps = float(a["eps"])
+        self._top_db = None if a["top_db"] is None else float(a["top_db"])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., L) -> (..., n_mels, n_frames)``, as :func:`specux.melspectrogram`."""
+        xc, dtype = self._prepare(x)
+        out = self._filterbank(xc, self.fb, self._power, self._output, self._eps)
+        if self._top_db is not None:
+            out = _clip_top_db(out, self._top_db)
+        return _restore(out, dtype)
+
+
+class _Cepstrum(_Banded):
+    """MFCC / LFCC: ``dct @ compress(band_power(x))``, each stage overridable by subclasses."""
+
+    def _setup_cepstrum(self, a: dict, stft: dict, bank: matrices.MatrixSpec, n_out: int) -> None:
+        n_bands = matrices.shape(bank)[0]
+        dct = matrices.dct_spec(n_out=n_out, n_in=n_bands, dct_type=a["dct_type"], norm=a["norm"],
+                                lifter=a["lifter"])  # fmt: skip
+        self._register("fb", matrices.matrix(bank))
+        self._register("dct", matrices.matrix(dct))
+        self._power = float(stft["power"])
+        self._top_db = None if a["top_db"] is None else float(a["top_db"])
+
+    def band_power(self, x: torch.Tensor) -> torch.Tensor:
+        """``fb @ |stft(x)| ** power``: ``(..., L) -> (..., n_bands, n_frames)``, compute dtype."""
+        return self._filterbank(x, self.fb, self._power, "power", _LOG_AMIN)
+
+    def compress(self, bands: torch.Tensor) -> torch.Tensor:
+        """``10 log10(max(S, 1e-10))``, clipped at each signal's max minus ``top_db``."""
+        logs = 10.0 * torch.log10(bands.clamp_min(_LOG_AMIN))
+        return logs if self._top_db is None else _clip_top_db(logs, self._top_db)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., L) -> (..., n_coefficients, n_frames)``."""
+        xc, dtype = self._prepare(x)
+        logs = self.compress(self.band_power(xc))
+        return _restore(torch.ops.specux.project(logs, _like(self.dct, logs, "dct"), ""), dtype)
+
+
+class MFCC(_Cepstrum):
+    """:func:`specux.mfcc` as a module; buffers ``window``, ``fb`` (n_mels, n_freq), ``dct``.
+
+    ``forward(x) = project(compress(band_power(x)), dct)``: the mel power, its dB clipped per
+    signal at ``top_db``, the first ``n_mfcc`` (liftered) DCT rows.
+    """
+
+    twin_class = twins.MFCC
+
+    def __init__(self, *args: Any, device: Any = None, dtype: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, device=device, dtype=dtype, **kwargs)
+        a = self.twin.params
+        mel = {k: a.get(k, v) for k, v in _mel_defaults().items()}
+        self._stft = p = self._setup_stft(mel)
+        bank = matrices.mel_spec(
+            sr=a["sr"], n_fft=p.n_fft, n_mels=mel["n_mels"], fmin=mel["fmin"], fmax=mel["fmax"],
+            htk=mel["htk"], norm=mel["mel_norm"],
+        )  # fmt: skip
+        self._setup_cepstrum(a, mel, bank, a["n_mfcc"])
+
+
+class LFCC(_Cepstrum):
+    """:func:`specux.lfcc` as a module; buffers ``window``, ``fb`` (n_filter, n_freq), ``dct``."""
+
+    twin_class = twins.LFCC
+
+    def __init__(self, *args: Any, device: Any = None, dtype: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, device=device, dtype=dtype, **kwargs)
+        a = self.twin.params
+        defaults = _mel_defaults()
+        stft = {k: a.get(k, defaults[k]) for k in _STFT_KEYS + ("power",)}
+        self._stft = p = self._setup_stft(stft)
+        bank = matrices.linear_spec(sr=a["sr"], n_fft=p.n_fft, n_filter=a["n_filter"],
+                                    fmin=a["fmin"], fmax=a["fmax"])  # fmt: skip
+        self._setup_cepstrum(a, stft, bank, a["n_lfcc"])
+
+
+class Chroma(_Banded):
+    """:func:`specux.chroma` as a module; buffers ``window`` and ``fb`` (n_chroma, n_freq).
+
+    The filterbank is fixed at construction, so ``tuning`` must be a number here; use
+    :func:`specux.chroma` with ``tuning=None`` to estimate it from each input.
+    """
+
+    twin_class = twins.Chroma
+
+    def __init__(self, *args: Any, device: Any = None, dtype: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, device=device, dtype=dtype, **kwargs)
+        a = self.twin.params
+        self._through_function = str(a["source"]).lower() != "stft"
+        if self._through_function:
+            return  # a constant-Q chroma: no STFT filterbank to keep; forward calls the function
+        if a["tuning"] is None:
+            raise ValueError(
+                "specux.nn.Chroma keeps its filterbank as a buffer, which needs a fixed tuning: "
+                "pass tuning= in fractions of a chroma bin, or call specux.chroma(tuning=None) "
+                "to estimate it from each input"
+            )
+        mel = _mel_defaults()
+        bank_defaults = _defaults(matrices.chroma_spec)
+        stft = {
+            "n_fft": a["n_fft"], "hop_length": a["hop_length"],
+            **{k: a.get(k, mel[k]) for k in ("win_length", "window", "center", "pad_mode")},
+        }  # fmt: skip
+        self._stft = p = self._setup_stft(stft)
+        bank = matrices.chroma_spec(
+            sr=a["sr"], n_fft=p.n_fft, n_chroma=a["n_chroma"], tuning=a["tuning"],
+            **{k: a.get(k, bank_defaults[k]) for k in ("ctroct", "octwidth", "base_c")},
+        )  # fmt: skip
+        self._register("fb", matrices.matrix(bank))
+        self._power = float(a.get("power", mel["power"]))
+        self._norm = None if a["norm"] is None else float(a["norm"])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., L) -> (..., n_chroma, n_frames)``, as :func:`specux.chroma`."""
+        if self._through_function:
+            return self.twin(x)
+        xc, dtype = self._prepare(x)
+        out = self._filterbank(xc, self.fb, self._power, "power", _LOG_AMIN)
+        if self._norm is not None:
+            out = _normalize(out, self._norm, -2)
+        return _restore(out, dtype)
+
+
+class FFTConvolve(_Module):
+    """:func:`specux.fftconvolve` as a module: ``FFTConvolve(mode="same")(x, y)``."""
+
+    twin_class = twins.FFTConvolve
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.twin(x, y)
+
+
+class _Through(_Module):
+    """A transform with no filter buffers here: forward calls the public function."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.twin(x)
+
+
+def _optional_module(name: str) -> type[_Module] | None:
+    twin = getattr(twins, name, None)
+    if twin is None:
+        return None
+    doc = f":func:`specux.{twin.function_name}` as a module (calls the function; no buffers)."
+    cls = type(name, (_Through,), {"twin_class": twin, "__doc__": doc, "__module__": __name__})
+    globals()[name] = cls
+    __all__.append(name)
+    return cls
+
+
+for _name in ("CQT", "VQT"):
+    _optional_module(_name)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("CQT", "VQT") and name not in globals():
+        cls = _optional_module(name)
+        if cls is not None:
+            return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

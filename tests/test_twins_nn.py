@@ -1,0 +1,379 @@
+"""Configured twins (specux.twins) and torch.nn modules (specux.nn) against the functions."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from tolerances import TOLERANCES, rel_l2, rel_peak
+
+import specux
+from specux import twins
+
+torch = pytest.importorskip("torch")
+from specux import nn  # noqa: E402 - needs torch
+
+SR = 16000
+
+# (name, parameters): each transform with a few non-default parameters.
+SIGNAL_CASES = [
+    ("STFT", "stft", dict(n_fft=256, hop_length=100, window="hamming", pad_mode="reflect")),
+    ("STFT", "stft", dict(n_fft=200, win_length=150, output="db", normalized=True)),
+    ("MelSpectrogram", "melspectrogram",
+     dict(sr=SR, n_fft=512, hop_length=128, n_mels=40, fmin=50.0, htk=True)),
+    ("MelSpectrogram", "melspectrogram",
+     dict(sr=SR, n_fft=400, n_mels=32, power=1.0, output="db", top_db=60.0, norm=None)),
+    ("MFCC", "mfcc", dict(sr=SR, n_mfcc=13, n_fft=512, n_mels=40, lifter=22.0)),
+    ("MFCC", "mfcc",
+     dict(sr=SR, n_mfcc=20, dct_type=3, norm=None, top_db=None, n_mels=30, mel_norm=None,
+          window=("kaiser", 8.0), center=False)),
+    ("LFCC", "lfcc", dict(sr=SR, n_lfcc=16, n_filter=48, n_fft=400, win_length=300)),
+    ("Chroma", "chroma", dict(sr=22050, n_fft=1024, tuning=0.25, norm=2.0)),
+    ("Chroma", "chroma", dict(sr=22050, n_fft=1024, hop_length=256, octwidth=None, base_c=False)),
+]  # fmt: skip
+IDS = [f"{name}-{i}" for i, (name, _, _) in enumerate(SIGNAL_CASES)]
+
+
+def _signal(shape=(2, 3, 3000), dtype=np.float64, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# twins
+
+
+@pytest.mark.parametrize("name,function,kwargs", SIGNAL_CASES, ids=IDS)
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_twin_equals_function(name, function, kwargs, library):
+    x = _signal()
+    if library == "torch":
+        x = torch.from_numpy(x)
+    twin = getattr(twins, name)(**kwargs)
+    got, ref = twin(x), getattr(specux, function)(x, **kwargs)
+    assert type(got) is type(ref) and got.dtype == ref.dtype and got.shape == ref.shape
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
+
+
+def test_twin_istft_and_fftconvolve_equal_functions():
+    x = _signal((2, 2000))
+    S = specux.stft(x, 256, 64)
+    istft = twins.ISTFT(n_fft=256, hop_length=64)
+    np.testing.assert_array_equal(istft(S), specux.istft(S, 256, 64))
+    # length per call overrides the configured one
+    np.testing.assert_array_equal(istft(S, length=2000), specux.istft(S, 256, 64, length=2000))
+    y = _signal((3, 2, 40), seed=1)
+    conv = twins.FFTConvolve("valid", dim=-1)
+    np.testing.assert_array_equal(conv(x, y), specux.fftconvolve(x, y, "valid", -1))
+    with pytest.raises(TypeError, match=r"called with \(x, y\)"):
+        conv(x)
+
+
+def test_twin_positional_parameters_repr_and_params():
+    a, b = twins.STFT(512, 128), twins.STFT(n_fft=512, hop_length=128)
+    x = _signal((1000,))
+    np.testing.assert_array_equal(a(x), b(x))
+    assert repr(a) == "STFT(n_fft=512, hop_length=128)"
+    assert a.params["window"] == "hann" and a.params["center"] is True
+    assert a.given == {"n_fft": 512, "hop_length": 128}
+    m = twins.MFCC(sr=SR, n_mfcc=13, n_mels=40)
+    assert repr(m) == "MFCC(sr=16000, n_mfcc=13, n_mels=40)"
+    assert m.params["n_mels"] == 40 and m.params["top_db"] == 80.0
+    w = twins.STFT(n_fft=512, win_length=400, window=np.hanning(400))
+    assert repr(w) == "STFT(n_fft=512, win_length=400, window=<numpy float64 array (400,)>)"
+
+
+def test_twin_window_array_in_its_library():
+    window = torch.hann_window(300, dtype=torch.float64)
+    twin = twins.STFT(n_fft=512, win_length=300, window=window)
+    x = torch.from_numpy(_signal((2, 2000)))
+    torch.testing.assert_close(twin(x), specux.stft(x, 512, win_length=300, window=window))
+
+
+BAD_PARAMETERS = [
+    (twins.STFT, dict(n_fft=256, win_length=300), ValueError, "win_length=300"),
+    (twins.STFT, dict(n_fft=256.0), TypeError, "n_fft must be an integer"),
+    (twins.STFT, dict(hop_length=0), ValueError, "hop_length=0"),
+    (twins.STFT, dict(window="triangle"), ValueError, "window='triangle'"),
+    (twins.STFT, dict(pad_mode="mirror"), ValueError, "pad_mode='mirror'"),
+    (twins.STFT, dict(output="phase"), ValueError, "output='phase'"),
+    (twins.STFT, dict(n_fft=512, window=np.ones(100)), ValueError, r"expected \(512,\)"),
+    (twins.STFT, dict(backend="tpu"), ValueError, "backend='tpu'"),
+    (twins.STFT, dict(nfft=512), TypeError, r"STFT\(\): .*nfft"),
+    (twins.ISTFT, dict(n_fft=256, win_length=300), ValueError, "win_length=300"),
+    (twins.ISTFT, dict(n_fft=256, center=False), ValueError, "NOLA"),
+    (twins.MelSpectrogram, dict(n_fft=512), TypeError, "sr"),
+    (twins.MelSpectrogram, dict(sr=SR, fmax=9000.0), ValueError, "fmax=9000.0"),
+    (twins.MelSpectrogram, dict(sr=SR, norm="area"), ValueError, "norm='area'"),
+    (twins.MelSpectrogram, dict(sr=SR, top_db=80.0), ValueError, "top_db"),
+    (twins.MelSpectrogram, dict(sr=-1.0), ValueError, "sr=-1.0"),
+    (twins.MFCC, dict(sr=SR, n_mfcc=50, n_mels=40), ValueError, "n_mfcc=50"),
+    (twins.MFCC, dict(sr=SR, dct_type=4), ValueError, "dct_type=4"),
+    (twins.MFCC, dict(sr=SR, lifter=-1.0), ValueError, "lifter"),
+    (twins.MFCC, dict(sr=SR, n_chroma=12), TypeError, "n_chroma"),
+    (twins.LFCC, dict(sr=SR, fmin=9000.0), ValueError, "fmin"),
+    (twins.LFCC, dict(sr=SR, n_filter=0), ValueError, "n_filter=0"),
+    (twins.Chroma, dict(sr=22050, norm=-1.0), ValueError, "norm"),
+    (twins.Chroma, dict(sr=22050, source="wavelet"), ValueError, "source='wavelet'"),
+    (twins.FFTConvolve, dict(mode="circular"), ValueError, "mode='circular'"),
+    (twins.FFTConvolve, dict(dim=1.5), TypeError, "dim must be an integer"),
+]
+
+
+@pytest.mark.parametrize("cls,kwargs,error,match", BAD_PARAMETERS)
+def test_bad_parameters_fail_at_construction(cls, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        cls(**kwargs)
+
+
+@pytest.mark.parametrize("name", ["CQT", "VQT"])
+def test_constant_q_twins_when_available(name):
+    function = name.lower()
+    if not hasattr(specux, function):
+        assert not hasattr(twins, name)
+        pytest.skip(f"specux.{function} is not in this version")
+    twin = getattr(twins, name)(sr=22050, n_bins=24, hop_length=256)
+    x = _signal((2, 4000))
+    np.testing.assert_array_equal(
+        twin(x), getattr(specux, function)(x, sr=22050, n_bins=24, hop_length=256)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# nn modules: numbers
+
+
+def _module(name, kwargs, **factory):
+    return getattr(nn, name)(**kwargs, **factory)
+
+
+@pytest.mark.parametrize("name,function,kwargs", SIGNAL_CASES, ids=IDS)
+def test_module_equals_function_float32(name, function, kwargs):
+    x = torch.from_numpy(_signal(dtype=np.float32))
+    module = _module(name, kwargs)
+    assert all(b.dtype == torch.float32 for b in module.buffers())
+    got, ref = module(x), getattr(specux, function)(x, **kwargs)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    assert rel_peak(got.numpy(), ref.numpy()) <= TOLERANCES["float32_peak"]
+
+
+@pytest.mark.parametrize("name,function,kwargs", SIGNAL_CASES, ids=IDS)
+@pytest.mark.parametrize("how", ["double", "to", "dtype"])
+def test_module_equals_function_float64(name, function, kwargs, how):
+    x = torch.from_numpy(_signal())
+    if how == "dtype":
+        module = _module(name, kwargs, dtype=torch.float64)
+    else:
+        module = _module(name, kwargs)
+        module = module.double() if how == "double" else module.to(torch.float64)
+    assert all(b.dtype == torch.float64 for b in module.buffers())
+    got, ref = module(x), getattr(specux, function)(x, **kwargs)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    assert rel_l2(got.numpy(), ref.numpy()) <= TOLERANCES["float64"]
+
+
+def test_float32_module_on_float64_input_computes_in_float64():
+    # Buffers are cast to the input's compute dtype: float64 math with float32-rounded filters.
+    x = torch.from_numpy(_signal())
+    module = nn.MelSpectrogram(sr=SR, n_fft=512, n_mels=40)
+    got, ref = module(x), specux.melspectrogram(x, sr=SR, n_fft=512, n_mels=40)
+    assert got.dtype == torch.float64 and module.fb.dtype == torch.float32
+    assert 0 < rel_peak(got.numpy(), ref.numpy()) <= TOLERANCES["float32_peak"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["MelSpectrogram", "MFCC", "LFCC", "Chroma"])
+def test_module_half_inputs_like_functions(name, dtype):
+    function, kwargs = next((f, k) for n, f, k in SIGNAL_CASES if n == name)
+    x = torch.from_numpy(_signal(dtype=np.float32)).to(getattr(torch, dtype))
+    got, ref = _module(name, kwargs)(x), getattr(specux, function)(x, **kwargs)
+    assert got.dtype == x.dtype == ref.dtype
+    assert torch.equal(got, ref)
+
+
+def test_module_stft_istft_fftconvolve_equal_functions():
+    x = torch.from_numpy(_signal((2, 2000)))
+    S = specux.stft(x, 256, 64)
+    istft = nn.ISTFT(n_fft=256, hop_length=64, dtype=torch.float64)
+    torch.testing.assert_close(istft(S), specux.istft(S, 256, 64), rtol=0, atol=0)
+    torch.testing.assert_close(istft(S, 1990), specux.istft(S, 256, 64, length=1990))
+    y = torch.from_numpy(_signal((2, 50), seed=3))
+    conv = nn.FFTConvolve(mode="same")
+    torch.testing.assert_close(conv(x, y), specux.fftconvolve(x, y, "same"), rtol=0, atol=0)
+    # the window array given at construction becomes the buffer
+    window = torch.rand(200, dtype=torch.float64) + 0.5
+    stft = nn.STFT(n_fft=256, win_length=200, window=window, dtype=torch.float64)
+    torch.testing.assert_close(stft(x), specux.stft(x, 256, win_length=200, window=window))
+
+
+# ---------------------------------------------------------------------------------------------
+# nn modules: buffers and state
+
+
+BUFFERS = {
+    "STFT": dict(kwargs=dict(n_fft=256, win_length=200), shapes={"window": (200,)}),
+    "ISTFT": dict(kwargs=dict(n_fft=256), shapes={"window": (256,)}),
+    "MelSpectrogram": dict(kwargs=dict(sr=SR, n_fft=512, n_mels=40),
+                           shapes={"window": (512,), "fb": (40, 257)}),
+    "MFCC": dict(kwargs=dict(sr=SR, n_mfcc=13, n_fft=512, n_mels=40),
+                 shapes={"window": (512,), "fb": (40, 257), "dct": (13, 40)}),
+    "LFCC": dict(kwargs=dict(sr=SR, n_lfcc=10, n_filter=30, n_fft=256),
+                 shapes={"window": (256,), "fb": (30, 129), "dct": (10, 30)}),
+    "Chroma": dict(kwargs=dict(sr=22050, n_fft=1024, n_chroma=24),
+                   shapes={"window": (1024,), "fb": (24, 513)}),
+    "FFTConvolve": dict(kwargs=dict(mode="full"), shapes={}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(BUFFERS))
+def test_module_buffers(name):
+    case = BUFFERS[name]
+    module = _module(name, case["kwargs"])
+    got = {k: tuple(v.shape) for k, v in module.named_buffers()}
+    assert got == case["shapes"]
+    assert set(module.state_dict()) == set(case["shapes"])
+    assert all(b.dtype == torch.float32 and not b.requires_grad for b in module.buffers())
+    assert list(module.parameters()) == []
+    for k, v in case["kwargs"].items():
+        assert f"{k}={v!r}" in repr(module)
+
+
+@pytest.mark.parametrize("name", ["MelSpectrogram", "MFCC", "LFCC", "Chroma"])
+def test_state_dict_round_trip(name):
+    kwargs = BUFFERS[name]["kwargs"]
+    module = _module(name, kwargs)
+    with torch.no_grad():
+        module.fb.mul_(torch.linspace(0.5, 1.5, module.fb.shape[-1]))
+        module.window.add_(0.25)
+        if hasattr(module, "dct"):
+            module.dct.mul_(-1.0)
+    fresh = _module(name, kwargs)
+    x = torch.from_numpy(_signal(dtype=np.float32))
+    assert not torch.equal(fresh(x), module(x))
+    fresh.load_state_dict(module.state_dict())
+    torch.testing.assert_close(fresh(x), module(x), rtol=0, atol=0)
+    # values loaded from elsewhere are kept through a dtype change (cast, not rebuilt)
+    assert torch.equal(fresh.double().fb, module.fb.double())
+
+
+def test_deepcopy_and_to_dtype_rebuild_pristine_filters_only():
+    module = nn.MFCC(sr=SR, n_mfcc=13, n_fft=512, n_mels=40, lifter=10.0)
+    exact = torch.from_numpy(np.array(specux.filters.mel(sr=SR, n_fft=512, n_mels=40)))
+    assert torch.equal(copy.deepcopy(module).double().fb, exact)
+    assert torch.equal(module.half().float().double().fb, exact)
+    with torch.no_grad():
+        module.fb[0, 0] = 1.0
+    assert not torch.equal(module.float().double().fb, exact)
+
+
+def test_replacing_buffers_changes_the_output():
+    x = torch.from_numpy(_signal(dtype=np.float32))
+    module = nn.MelSpectrogram(sr=SR, n_fft=512, n_mels=40)
+    base = module(x)
+    module.fb = 2.0 * module.fb
+    torch.testing.assert_close(module(x), 2.0 * base)
+    module.fb = module.fb[:10]  # fewer bands: the output follows the buffer's shape
+    assert module(x).shape == (*x.shape[:-1], 10, base.shape[-1])
+    mfcc = nn.MFCC(sr=SR, n_mfcc=13, n_fft=512, n_mels=40)
+    before = mfcc(x)
+    mfcc.dct = mfcc.dct[:5]
+    torch.testing.assert_close(mfcc(x), before[..., :5, :])
+    # a float64 filter given through set_filter is kept as the float64 source
+    mel = nn.MelSpectrogram(sr=SR, n_fft=512, n_mels=40)
+    bank = torch.rand(40, 257, dtype=torch.float64)
+    mel.set_filter("fb", bank)
+    assert mel.fb.dtype == torch.float32 and torch.equal(mel.double().fb, bank)
+
+
+def test_module_moves_with_to_and_refuses_other_devices():
+    module = nn.MelSpectrogram(sr=SR, n_fft=512, n_mels=40).to("meta")
+    assert all(b.device.type == "meta" for b in module.buffers())
+    with pytest.raises(specux.BackendUnavailableError, match="move the module"):
+        module(torch.zeros(2000))
+
+
+def test_module_input_and_parameter_errors():
+    with pytest.raises(TypeError, match="backend="):
+        nn.MelSpectrogram(sr=SR, backend="cpu")
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        nn.MelSpectrogram(sr=SR, n_fft=256, n_mels=40)(np.zeros(1000))
+    with pytest.raises(TypeError, match="int64"):
+        nn.MFCC(sr=SR, n_fft=256, n_mels=40)(torch.zeros(1000, dtype=torch.int64))
+    with pytest.raises(ValueError, match="center=False"):
+        nn.MFCC(sr=SR, n_fft=256, n_mels=40, center=False)(torch.zeros(100))
+    with pytest.raises(ValueError, match="n_mfcc=50"):
+        nn.MFCC(sr=SR, n_mfcc=50, n_mels=40)
+    with pytest.raises(ValueError, match="tuning"):
+        nn.Chroma(sr=22050, tuning=None)
+    with pytest.raises(ValueError, match="n_fft"):
+        nn.ISTFT()
+    with pytest.raises(TypeError, match="dtype"):
+        nn.STFT(dtype=torch.int32)
+
+
+# ---------------------------------------------------------------------------------------------
+# nn modules: gradients and compile
+
+
+TINY = {
+    "STFT": dict(n_fft=32, hop_length=8, output="power"),
+    "MelSpectrogram": dict(sr=SR, n_fft=32, hop_length=8, n_mels=6, output="db"),
+    "MFCC": dict(sr=SR, n_mfcc=4, n_fft=32, hop_length=8, n_mels=6, top_db=None, lifter=3.0),
+    "LFCC": dict(sr=SR, n_lfcc=4, n_filter=6, n_fft=32, hop_length=8, top_db=None),
+    "Chroma": dict(sr=22050, n_fft=32, hop_length=8, n_chroma=6, norm=2.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_gradcheck_input(name):
+    module = _module(name, TINY[name]).double()
+    x = torch.from_numpy(_signal((2, 70), seed=5)).requires_grad_(True)
+    assert torch.autograd.gradcheck(
+        module, (x,), atol=TOLERANCES["gradcheck_atol"], rtol=TOLERANCES["gradcheck_rtol"]
+    )
+
+
+@pytest.mark.parametrize("name", ["MelSpectrogram", "MFCC", "LFCC", "Chroma"])
+def test_gradcheck_filterbank_as_parameter(name):
+    module = _module(name, TINY[name], dtype=torch.float64)
+    x = torch.from_numpy(_signal((2, 70), seed=6))
+    fb = module.fb.clone().requires_grad_(True)
+
+    def run(bank):
+        return torch.func.functional_call(module, {"fb": bank}, (x,))
+
+    assert torch.autograd.gradcheck(
+        run, (fb,), atol=TOLERANCES["gradcheck_atol"], rtol=TOLERANCES["gradcheck_rtol"]
+    )
+
+
+def test_filterbank_parameter_gradient_is_the_power_spectrum():
+    # d sum(fb @ P) / d fb[b, f] = sum over signals and frames of P[f]
+    module = nn.MelSpectrogram(sr=SR, n_fft=64, hop_length=16, n_mels=8, dtype=torch.float64)
+    module.fb = torch.nn.Parameter(module.fb.clone())
+    assert [name for name, _ in module.named_parameters()] == ["fb"]
+    x = torch.from_numpy(_signal((3, 500), seed=7)).requires_grad_(True)
+    module(x).sum().backward()
+    power = specux.stft(x.detach(), 64, 16, output="power").sum(dim=(0, -1))
+    torch.testing.assert_close(module.fb.grad, power.expand(8, -1))
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("name", ["MelSpectrogram", "MFCC"])
+def test_compile_fullgraph_equals_eager(name):
+    torch._dynamo.reset()
+    kwargs = dict(sr=SR, n_fft=256, hop_length=64, n_mels=24)
+    if name == "MFCC":
+        kwargs["n_mfcc"] = 12
+    module = _module(name, kwargs)
+    compiled = torch.compile(module, fullgraph=True, backend="aot_eager")
+    x = torch.from_numpy(_signal((2, 2000), dtype=np.float32))
+
+    def run(fn):
+        xx = x.clone().requires_grad_(True)
+        out = fn(xx)
+        out.square().mean().backward()
+        return out.detach(), xx.grad
+
+    for got, ref in zip(run(compiled), run(module)):
+        torch.testing.assert_close(got, ref, rtol=0, atol=0)
