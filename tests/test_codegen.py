@@ -49,16 +49,19 @@ def _complex(rng, shape, dtype=np.complex128):
     return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "passes"])
 @pytest.mark.parametrize("n", SIZES)
-def test_emulated_c2c_r2c_c2r_float64(n, rng):
+def test_emulated_c2c_r2c_c2r_float64(n, fused, rng):
     x = _complex(rng, (3, n))
-    assert rel_l2(emulate.fft_1d(x, "c2c", n), np.fft.fft(x)) <= TOLERANCES["float64"]
-    inverse = emulate.fft_1d(x, "c2c", n, sign=1, scale=1.0 / n)
+    got = emulate.fft_1d(x, "c2c", n, fused=fused)
+    assert rel_l2(got, np.fft.fft(x)) <= TOLERANCES["float64"]
+    inverse = emulate.fft_1d(x, "c2c", n, sign=1, scale=1.0 / n, fused=fused)
     assert rel_l2(inverse, np.fft.ifft(x)) <= TOLERANCES["float64"]
     real = rng.standard_normal((2, n))
-    assert rel_l2(emulate.fft_1d(real, "r2c", n), np.fft.rfft(real)) <= TOLERANCES["float64"]
+    got = emulate.fft_1d(real, "r2c", n, fused=fused)
+    assert rel_l2(got, np.fft.rfft(real)) <= TOLERANCES["float64"]
     half = np.fft.rfft(real)
-    back = emulate.fft_1d(half, "c2r", n, sign=1, scale=1.0 / n)
+    back = emulate.fft_1d(half, "c2r", n, sign=1, scale=1.0 / n, fused=fused)
     assert rel_l2(back, np.fft.irfft(half, n)) <= TOLERANCES["float64"]
 
 
@@ -113,39 +116,49 @@ class _Recorder:
     def pointer(self, buffer):
         return 0
 
-    def launch(self, spec, threads, args):
+    def launch(self, spec, grid, block, shared, args):
         self.specs.add(spec)
 
 
 def _families():
-    from specux.kernels.codegen.fft import source_key
+    from specux.kernels.codegen.fft import fused_source_key, source_key
     from specux.kernels.fft_exec import Strides, transform_1d
+    from specux.kernels.plan import FusedSpec
 
     recorder = _Recorder()
     strides = Strides(1, 0, 0, 1)
     for kind in ("c2c", "r2c", "c2r"):
         for storage in ("float16", "float32", "float64"):
             precision = "float64" if storage == "float64" else "float32"
-            for n in (1, 2, 3, 4, 5, 7, 8, 11, 13, 17, 1000, 4096 * 3):
+            for n in (1, 2, 3, 4, 5, 7, 8, 11, 13, 17, 1000, 4096 * 3, 5003):
                 for sign in (-1, 1):
-                    transform_1d(recorder, None, None, n=n, kind=kind, sign=sign, scale=1.0,
-                                 precision=precision, batch=1, src_storage=storage,
-                                 dst_storage=storage, src_strides=strides,
-                                 dst_strides=strides)  # fmt: skip
-    return sorted({source_key(s) for s in recorder.specs}, key=repr)
+                    for allow_fused in (True, False):
+                        transform_1d(recorder, None, None, n=n, kind=kind, sign=sign,
+                                     scale=1.0, precision=precision, batch=1,
+                                     src_storage=storage, dst_storage=storage,
+                                     src_strides=strides, dst_strides=strides,
+                                     allow_fused=allow_fused)  # fmt: skip
+    keys = {fused_source_key(s) if isinstance(s, FusedSpec) else source_key(s)
+            for s in recorder.specs}  # fmt: skip
+    return sorted(keys, key=repr)
 
 
 def test_every_kernel_family_compiles_with_nvrtc():
     pytest.importorskip("cuda.bindings")
     from specux.compat import cuda
     from specux.kernels.codegen.dialects import CUDA
-    from specux.kernels.codegen.fft import KERNEL_NAME, render_pass
+    from specux.kernels.codegen.fft import FUSED_NAME, KERNEL_NAME, render_fused, render_pass
     from specux.kernels.cuda.compiler import compile_cubin
+    from specux.kernels.plan import FusedSpec
 
     if cuda.nvrtc_location()[0] is None:
         pytest.skip("no NVRTC library (pip install nvidia-cuda-nvrtc)")
     families = _families()
     assert len(families) > 100  # radices x modes x storages x directions
+    assert any(isinstance(spec, FusedSpec) for spec in families)
     for spec in families:
-        cubin = compile_cubin(render_pass(spec, CUDA), name=KERNEL_NAME, arch="sm_90")
+        if isinstance(spec, FusedSpec):
+            cubin = compile_cubin(render_fused(spec, CUDA), name=FUSED_NAME, arch="sm_90")
+        else:
+            cubin = compile_cubin(render_pass(spec, CUDA), name=KERNEL_NAME, arch="sm_90")
         assert cubin[:4] == b"\x7fELF"

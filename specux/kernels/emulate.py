@@ -18,9 +18,18 @@ import tempfile
 import numpy as np
 
 from specux.kernels.codegen.dialects import CPP
-from specux.kernels.codegen.fft import KERNEL_NAME, PARAMS, render_pass, source_key
+from specux.kernels.codegen.fft import (
+    FUSED_NAME,
+    FUSED_PARAMS,
+    KERNEL_NAME,
+    PARAMS,
+    fused_source_key,
+    render_fused,
+    render_pass,
+    source_key,
+)
 from specux.kernels.fft_exec import Strides, transform_1d
-from specux.kernels.plan import PassSpec
+from specux.kernels.plan import FusedSpec, PassSpec
 
 _CTYPES = {
     "const void*": ctypes.c_void_p,
@@ -37,7 +46,7 @@ def compiler() -> str | None:
 
 
 @functools.cache
-def _build(source: str) -> ctypes.CDLL:
+def _build(source: str, name: str, params: tuple) -> ctypes.CDLL:
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
     folder = os.path.join(tempfile.gettempdir(), f"specux-emulate-{os.getuid()}")
     os.makedirs(folder, exist_ok=True)
@@ -53,20 +62,23 @@ def _build(source: str) -> ctypes.CDLL:
             raise RuntimeError(f"host build of {source_path} failed:\n{result.stderr}")
         os.replace(partial, library)
     lib = ctypes.CDLL(library)
-    entry = getattr(lib, KERNEL_NAME)
-    entry.argtypes = [ctypes.c_longlong] + [_CTYPES[t] for t, _ in PARAMS]
+    entry = getattr(lib, name)
+    entry.argtypes = [ctypes.c_longlong] + [_CTYPES[t] for t, _ in params]
     entry.restype = None
     return lib
 
 
 @functools.lru_cache(maxsize=1024)
-def _entry_for_key(key: PassSpec):
-    return getattr(_build(render_pass(key, CPP)), KERNEL_NAME)
+def _entry_for_key(key: PassSpec | FusedSpec):
+    if isinstance(key, FusedSpec):
+        return getattr(_build(render_fused(key, CPP), FUSED_NAME, FUSED_PARAMS), FUSED_NAME)
+    return getattr(_build(render_pass(key, CPP), KERNEL_NAME, PARAMS), KERNEL_NAME)
 
 
-def entry(spec: PassSpec):
-    """The host function of a pass (one build per distinct source)."""
-    return _entry_for_key(source_key(spec))
+def entry(spec: PassSpec | FusedSpec):
+    """The host function of a kernel (one build per distinct source)."""
+    key = fused_source_key(spec) if isinstance(spec, FusedSpec) else source_key(spec)
+    return _entry_for_key(key)
 
 
 class HostBackend:
@@ -88,8 +100,9 @@ class HostBackend:
     def pointer(self, buffer: np.ndarray) -> int:
         return buffer.ctypes.data
 
-    def launch(self, spec: PassSpec, threads: int, args: tuple) -> None:
-        entry(spec)(threads, *args)
+    def launch(self, spec, grid: int, block: int, shared: int, args: tuple) -> None:
+        # Pass kernels run one loop step per thread; fused kernels one per block.
+        entry(spec)(grid if isinstance(spec, FusedSpec) else grid * block, *args)
 
 
 _STORAGE = {
@@ -102,7 +115,7 @@ _STORAGE = {
 
 
 def fft_1d(x: np.ndarray, kind: str, n: int, sign: int = -1, scale: float = 1.0,
-           axis: int = -1) -> np.ndarray:  # fmt: skip
+           axis: int = -1, fused: bool = True) -> np.ndarray:  # fmt: skip
     """An FFT along ``axis`` computed by the emulated kernels (tests compare it with numpy).
 
     ``x`` is complex (c2c), real (r2c) or a half spectrum (c2r); float16 storage is a
@@ -130,6 +143,6 @@ def fft_1d(x: np.ndarray, kind: str, n: int, sign: int = -1, scale: float = 1.0,
         backend, x, out, n=n, kind=kind, sign=sign, scale=scale, precision=precision,
         batch=batch, src_storage=storage, dst_storage=storage,
         src_strides=Strides.along(tuple(shape), axis),
-        dst_strides=Strides.along(tuple(out_shape), axis),
+        dst_strides=Strides.along(tuple(out_shape), axis), allow_fused=fused,
     )  # fmt: skip
     return out

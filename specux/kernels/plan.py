@@ -132,3 +132,45 @@ def passes(n: int, sign: int, precision: str, load: LoadSpec, store: StoreSpec):
         )
         stride *= radix
     return tuple(out)
+
+
+# Fused single-block kernels keep two copies of the transform in shared memory; 64 KiB holds
+# 4096 complex64 or 2048 complex128 points (H200 blocks may opt in to 227 KiB).
+FUSED_SHARED_BYTES = 64 * 1024
+_COMPLEX_BYTES = {"float32": 8, "float64": 16}
+RADIX_CODE = {1: 0, 2: 1, 3: 2, 4: 3, 5: 4, 7: 5, 8: 6, 11: 7, 13: 8}
+
+
+@dataclass(frozen=True)
+class FusedSpec:
+    """A whole ``n``-point transform in one block: load to shared memory, every radix pass
+    there (barriers between), store. ``radices`` and ``n`` are launch arguments."""
+
+    n: int
+    radices: tuple[int, ...]
+    sign: int
+    precision: str
+    load: LoadSpec = LoadSpec()
+    store: StoreSpec = StoreSpec()
+
+    @property
+    def shared_bytes(self) -> int:
+        return 2 * self.n * _COMPLEX_BYTES[self.precision]
+
+    @property
+    def radix_code(self) -> int:
+        """4 bits per pass (index into RADIX_CODE), first pass in the low bits."""
+        code = 0
+        for index, radix in enumerate(self.radices):
+            code |= RADIX_CODE[radix] << (4 * index)
+        return code
+
+
+def fused(n: int, sign: int, precision: str, load: LoadSpec, store: StoreSpec):
+    """The one-kernel plan of an ``n``-point transform, or None if it does not fit a block."""
+    radices = factorize(n)
+    if radices is None or 2 * n * _COMPLEX_BYTES[precision] > FUSED_SHARED_BYTES:
+        return None
+    if len(radices) > 15:
+        return None
+    return FusedSpec(n, radices, sign, precision, load, store)

@@ -19,6 +19,10 @@ class Dialect:
     # The kernel: an entry point that runs ``body`` once per thread id ``gid``.
     kernel_open: str  # format fields: name, params
     kernel_close: str
+    # The fused (one block per transform) kernel: shared memory, block and thread ids, barrier.
+    fused_open: str  # format fields: name, params
+    fused_close: str  # format fields: name, params, args
+    barrier: str
 
 
 _CUDA_PRELUDE = r"""
@@ -38,6 +42,7 @@ _CPP_PRELUDE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 static inline float specux_h2f(unsigned short h) {
     _Float16 v; std::memcpy(&v, &h, 2); return (float)v;
 }
@@ -67,6 +72,15 @@ CUDA = Dialect(
         "    const long long gid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
     ),
     kernel_close="}}\n",
+    fused_open=(
+        'extern "C" __global__ void {name}({params}) {{\n'
+        "    extern __shared__ __align__(16) unsigned char specux_shared[];\n"
+        "    cpx* smem = (cpx*)specux_shared;\n"
+        "    const long long b = blockIdx.x;\n"
+        "    const long long tid = threadIdx.x, nthreads = blockDim.x;\n"
+    ),
+    fused_close="}}\n",
+    barrier="__syncthreads();",
 )
 
 CPP = Dialect(
@@ -83,6 +97,21 @@ CPP = Dialect(
         "    for (long long gid = 0; gid < threads; ++gid) {name}_thread(gid, {args});\n"
         "}}\n"
     ),
+    # One host thread runs each block: every loop over `tid` covers all work items in turn,
+    # so the phases between barriers run in order and the barrier itself is empty.
+    fused_open=(
+        "static inline void {name}_block(long long b, {params}) {{\n"
+        "    std::vector<cpx> specux_shared(2 * n + 1);\n"
+        "    cpx* smem = specux_shared.data();\n"
+        "    const long long tid = 0, nthreads = 1;\n"
+    ),
+    fused_close=(
+        "}}\n"
+        'extern "C" void {name}(long long blocks, {params}) {{\n'
+        "    for (long long b = 0; b < blocks; ++b) {name}_block(b, {args});\n"
+        "}}\n"
+    ),
+    barrier="",
 )
 
 DIALECTS = {d.name: d for d in (CUDA, CPP)}

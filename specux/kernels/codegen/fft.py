@@ -11,9 +11,10 @@ import decimal
 import functools
 
 from specux.kernels.codegen.dialects import Dialect
-from specux.kernels.plan import LoadSpec, PassSpec, StoreSpec
+from specux.kernels.plan import RADICES, RADIX_CODE, FusedSpec, LoadSpec, PassSpec, StoreSpec
 
 KERNEL_NAME = "specux_fft_pass"
+FUSED_NAME = "specux_fft_fused"
 
 PARAMS = (
     ("const void*", "in_ptr"),
@@ -277,5 +278,100 @@ def render_pass(spec: PassSpec, dialect: Dialect) -> str:
         dialect.kernel_open.format(name=KERNEL_NAME, params=params),
         "\n".join(body),
         dialect.kernel_close.format(name=KERNEL_NAME, params=params, args=args),
+    ]
+    return "\n".join(source)
+
+
+FUSED_PARAMS = PARAMS + (("long long", "radix_code"), ("long long", "npasses"))
+
+
+def _butterfly_fn(fn: str, radix: int, sign: int) -> str:
+    """One radix-``radix`` Stockham butterfly between shared-memory buffers."""
+    lines = [
+        f"{fn} void butterfly{radix}(const cpx* src, cpx* dst, long long n, long long stride,",
+        "                              long long i) {",
+        f"    const long long quarter = n / {radix}LL;",
+        "    const long long k = i % stride;",
+    ]
+    lines += [f"    cpx u{r} = src[i + {r}LL * quarter];" for r in range(radix)]
+    if radix > 1:
+        lines.append("    if (stride > 1) {")
+        lines += [f"        u{r} = cmul(u{r}, twiddle({r}LL * k, stride * {radix}LL));"
+                  for r in range(1, radix)]  # fmt: skip
+        lines.append("    }")
+    lines += _butterfly(radix, sign)
+    lines.append(f"    const long long j0 = (i - k) * {radix}LL + k;")
+    lines += [f"    dst[j0 + {r}LL * stride] = v{r};" for r in range(radix)]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def fused_source_key(spec: FusedSpec) -> FusedSpec:
+    """The spec without its launch-time sizes (n, radices, valid, logical)."""
+    return dataclasses.replace(
+        spec, n=0, radices=(),
+        load=dataclasses.replace(spec.load, valid=0),
+        store=dataclasses.replace(spec.store, valid=0, logical=0),
+    )  # fmt: skip
+
+
+def fused_launch_args(spec: FusedSpec) -> tuple[int, ...]:
+    """(n, stride, load_valid, store_valid, logical, radix_code, npasses) of a fused launch."""
+    n = spec.n
+    return (n, 1, spec.load.valid or n, spec.store.valid or n, spec.store.logical or n,
+            spec.radix_code, len(spec.radices))  # fmt: skip
+
+
+def render_fused(spec: FusedSpec, dialect: Dialect) -> str:
+    """One block per transform: load into shared memory, all passes there, store.
+
+    Entry point ``specux_fft_fused`` with :data:`FUSED_PARAMS`; dynamic shared memory of
+    ``spec.shared_bytes``. The radix of each pass is read from ``radix_code`` at run time, so
+    one compiled kernel serves every length that fits a block.
+    """
+    spec = fused_source_key(spec)
+    fn = dialect.function
+    params = ", ".join(f"{t} {n}" for t, n in FUSED_PARAMS)
+    args = ", ".join(n for _, n in FUSED_PARAMS)
+    cases = []
+    for radix in sorted(set(RADICES)):
+        cases.append(
+            f"            case {RADIX_CODE[radix]}:\n"
+            f"                for (long long i = tid; i < n / {radix}LL; i += nthreads)\n"
+            f"                    butterfly{radix}(src, dst, n, span, i);\n"
+            f"                radix = {radix};\n"
+            "                break;"
+        )
+    body = f"""
+    cpx* src = smem;
+    cpx* dst = smem + n;
+    for (long long j = tid; j < n; j += nthreads) src[j] = load(b, j, {args});
+    {dialect.barrier}
+    long long span = 1;  // product of the radices done so far (the passes' stride)
+    for (long long pass = 0; pass < npasses; ++pass) {{
+        long long radix = 1;
+        switch ((int)((radix_code >> (4 * pass)) & 15)) {{
+{chr(10).join(cases)}
+            default:
+                break;
+        }}
+        {dialect.barrier}
+        span *= radix;
+        cpx* swap = src; src = dst; dst = swap;
+    }}
+    for (long long j = tid; j < n; j += nthreads) store(b, j, src[j], {args});
+"""
+    source = [
+        f"// specux fused FFT: sign={spec.sign} precision={spec.precision}",
+        dialect.prelude,
+        f"typedef {_REAL[spec.precision]} real_t;",
+        _types(fn),
+        _twiddle(fn, spec.sign),
+        _load_fn(fn, spec.load, params),
+        _store_fn(fn, spec.store, params),
+        *(_butterfly_fn(fn, radix, spec.sign) for radix in sorted(set(RADICES))),
+        dialect.fused_open.format(name=FUSED_NAME, params=params),
+        body,
+        dialect.fused_close.format(name=FUSED_NAME, params=params, args=args),
     ]
     return "\n".join(source)

@@ -16,10 +16,19 @@ import numpy as np
 import torch
 
 from specux.kernels.codegen.dialects import CUDA
-from specux.kernels.codegen.fft import KERNEL_NAME, PARAMS, render_pass, source_key
+from specux.kernels.codegen.fft import (
+    FUSED_NAME,
+    FUSED_PARAMS,
+    KERNEL_NAME,
+    PARAMS,
+    fused_source_key,
+    render_fused,
+    render_pass,
+    source_key,
+)
 from specux.kernels.cuda.runtime import get_kernel
 from specux.kernels.fft_exec import Strides, transform_1d
-from specux.kernels.plan import PassSpec
+from specux.kernels.plan import FUSED_SHARED_BYTES, FusedSpec, PassSpec
 
 _CTYPES = {
     "const void*": ctypes.c_void_p,
@@ -28,7 +37,7 @@ _CTYPES = {
     "double": ctypes.c_double,
 }
 _ARG_TYPES = tuple(_CTYPES[t] for t, _ in PARAMS)
-_BLOCK = 256
+_FUSED_ARG_TYPES = tuple(_CTYPES[t] for t, _ in FUSED_PARAMS)
 
 # torch dtype -> (storage name, register precision)
 _STORAGE = {
@@ -43,12 +52,18 @@ _SCRATCH = {"float32": torch.complex64, "float64": torch.complex128}
 
 
 @functools.lru_cache(maxsize=1024)
-def _kernel_for_key(key: PassSpec, device_index: int):
+def _kernel_for_key(key: PassSpec | FusedSpec, device_index: int):
+    if isinstance(key, FusedSpec):
+        kernel = get_kernel(render_fused(key, CUDA), FUSED_NAME, device_index)
+        # Above 48 KiB of dynamic shared memory a kernel must opt in (once per kernel).
+        kernel.set_max_dynamic_shared(FUSED_SHARED_BYTES)
+        return kernel
     return get_kernel(render_pass(key, CUDA), KERNEL_NAME, device_index)
 
 
-def _kernel(spec: PassSpec, device_index: int):
-    return _kernel_for_key(source_key(spec), device_index)
+def _kernel(spec: PassSpec | FusedSpec, device_index: int):
+    key = fused_source_key(spec) if isinstance(spec, FusedSpec) else source_key(spec)
+    return _kernel_for_key(key, device_index)
 
 
 class TorchCudaBackend:
@@ -78,10 +93,10 @@ class TorchCudaBackend:
     def pointer(self, buffer: torch.Tensor) -> int:
         return buffer.data_ptr()
 
-    def launch(self, spec: PassSpec, threads: int, args: tuple) -> None:
-        kernel = _kernel(spec, self.index)
-        grid = (threads + _BLOCK - 1) // _BLOCK
-        kernel.launch((grid,), (_BLOCK,), 0, self.stream, tuple(zip(args, _ARG_TYPES)))
+    def launch(self, spec, grid: int, block: int, shared: int, args: tuple) -> None:
+        types = _FUSED_ARG_TYPES if isinstance(spec, FusedSpec) else _ARG_TYPES
+        _kernel(spec, self.index).launch((grid,), (block,), shared, self.stream,
+                                         tuple(zip(args, types)))  # fmt: skip
 
 
 def _empty(shape, dtype: torch.dtype, device) -> torch.Tensor:
