@@ -26,12 +26,12 @@ from specux.api import (
 )
 from specux.compat.torch_compat import torch_module as _torch_module
 from specux.errors import BackendUnavailableError
-from specux.features import chroma, fftconvolve, lfcc, melspectrogram, mfcc
+from specux.features import chroma, cqt, fftconvolve, lfcc, melspectrogram, mfcc, vqt
 from specux.meta import filters
 from specux.meta.filters import hz_to_mel, mel_to_hz
 from specux.meta.windows import get_window
 from specux.options import deterministic, is_deterministic
-from specux.twins import ISTFT, LFCC, MFCC, STFT, Chroma, FFTConvolve, MelSpectrogram
+from specux.twins import CQT, ISTFT, LFCC, MFCC, STFT, VQT, Chroma, FFTConvolve, MelSpectrogram
 
 
 def clear_cache() -> None:
@@ -56,8 +56,12 @@ __all__ = [
     "clear_cache",
     "ParameterError",
     "__version__",
+    "CQT",
+    "VQT",
     "chroma",
+    "cqt",
     "fftconvolve",
+    "vqt",
     "filters",
     "hz_to_mel",
     "lfcc",

@@ -14,10 +14,12 @@ from specux.compat.arrays import NUMPY, TORCH, dtype_name
 from specux.compat.torch_compat import torch_module
 from specux.errors import BackendUnavailableError
 from specux.kernels.cpu import conv as cpu_conv
+from specux.kernels.cpu import cqt as cpu_cqt
 from specux.kernels.cpu import features as cpu_features
 from specux.kernels.cpu import fft as cpu_fft
 from specux.kernels.cpu import stft as cpu_stft
 from specux.meta import matrices
+from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.matrices import MatrixSpec
 from specux.meta.params import StftParams
 
@@ -83,6 +85,10 @@ class NumpyEngine:
         return cpu_conv.fftconvolve_full(x, y)
 
     @staticmethod
+    def cqt(x, spec: ConstantQSpec, pad_mode: str, output: str, eps: float):
+        return cpu_cqt.cqt(x, spec, pad_mode, output, eps)
+
+    @staticmethod
     def db(values, factor: float, eps: float):
         return cpu_features.db(values, factor, eps)
 
@@ -115,6 +121,11 @@ class NumpyEngine:
     def host(x) -> np.ndarray:
         """The values as a numpy array (for host-side, non-differentiable decisions)."""
         return np.asarray(x)
+
+    @staticmethod
+    def threshold(values, level: float):
+        """Values below ``level`` set to 0 (librosa's chroma_cqt threshold)."""
+        return np.where(values < level, values.dtype.type(0), values)
 
     @staticmethod
     def narrow(x, axis: int, start: int, length: int):
@@ -188,6 +199,10 @@ class TorchEngine:
         return _torch_ops.conv.fftconvolve(x, y)
 
     @staticmethod
+    def cqt(x, spec: ConstantQSpec, pad_mode: str, output: str, eps: float):
+        return _torch_ops.cqt.cqt(x, spec.as_key(), pad_mode, output, eps)
+
+    @staticmethod
     def db(values, factor: float, eps: float):
         return factor * _torch.log10(values.clamp_min(eps))
 
@@ -213,6 +228,10 @@ class TorchEngine:
     @staticmethod
     def moveaxis(x, source: int, destination: int):
         return x.movedim(source, destination)
+
+    @staticmethod
+    def threshold(values, level: float):
+        return _torch.where(values < level, _torch.zeros_like(values), values)
 
     @staticmethod
     def host(x) -> np.ndarray:

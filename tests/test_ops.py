@@ -129,6 +129,31 @@ def _samples(name):
             ("dct-spec", lambda: (_make((2, 6, 5), r), None, dct)),
             ("matrix", lambda: (_make((6, 7), r), torch.rand((3, 6), dtype=r), "")),
         ]
+    if name in ("cqt", "cqt_adjoint"):
+        from specux.meta.cqt_params import cqt_spec
+
+        small = cqt_spec(sr=2000, fmin=100, n_bins=12, hop_length=64).as_key()
+        vqt = cqt_spec(
+            sr=4000, fmin=30, n_bins=14, hop_length=100, bins_per_octave=7, gamma=None
+        ).as_key()
+        # Long filters for a short hop: the automatic plan takes the polyphase path.
+        poly = cqt_spec(sr=1000, fmin=15, n_bins=12, hop_length=8).as_key()
+    if name == "cqt":
+        return [
+            ("complex", lambda: (_make((2, 300), r), small, "constant", "complex", 1e-10)),
+            ("magnitude", lambda: (_make((257,), r), small, "reflect", "magnitude", 1e-10)),
+            ("db-vqt", lambda: (_make((2, 250), r), vqt, "replicate", "db", 1e-10)),
+            ("polyphase", lambda: (_make((120,), r), poly, "circular", "complex", 1e-10)),
+            ("empty-batch", lambda: (_make((0, 100), r), small, "constant", "power", 1e-10)),
+        ]
+    if name == "cqt_adjoint":
+        # grad: (..., n_bins, 1 + length // hop_length)
+        return [
+            ("constant", lambda: (_make((2, 12, 5), c), small, "constant", 300)),
+            ("reflect-1d", lambda: (_make((12, 5), c), small, "reflect", 257)),
+            ("vqt", lambda: (_make((2, 14, 3), c), vqt, "replicate", 250)),
+            ("polyphase", lambda: (_make((12, 16), c), poly, "circular", 120)),
+        ]
     if name == "fftconvolve":
         return [
             ("real", lambda: (_make((3, 10), r), _make((1, 4), r))),

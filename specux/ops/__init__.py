@@ -6,7 +6,7 @@ analytic backward; the backward is itself built from specux ops, so double backw
 imports torch; ``specux`` imports it only when torch is installed.
 """
 
-from specux.ops import conv, features, fft, frames, stft  # noqa: F401 - registration side effects
+from specux.ops import conv, cqt, features, fft, frames, stft  # noqa: F401 - registration side effects
 from specux.ops._declare import OPS
 
 __all__ = ["OPS"]

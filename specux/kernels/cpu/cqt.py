@@ -9,30 +9,38 @@ it out), the transform is the full-resolution convolution sampled every ``hop_le
 
 where ``xp`` is ``x`` extended on both sides by ``pad_mode`` (numpy.pad's meaning) and indexed so
 that ``xp[n] = x[n]`` for ``0 <= n < L``, and ``s_k = L_k`` (librosa's ``fft_basis`` scaling),
-divided by ``sqrt(L_k)`` when ``scale=True`` (so ``s_k = sqrt(L_k)``). This is librosa's
-``__cqt_response`` at full rate (``fft_basis`` = FFT of the pow2-padded basis times
-``L_k / n_fft`` applied to a ``window='ones'`` centred STFT) *if the product is summed over the
-whole spectrum*; librosa sums the non-negative half only, which drops the filters'
-negative-frequency content (window sidelobes, ~1e-5 of the peak for the default hann CQT).
-librosa.cqt itself also sparsifies the kernels and resamples per octave; see tests/test_cqt.py
-for the measured agreement.
+divided by ``sqrt(L_k)`` when ``scale=True`` (so ``s_k = sqrt(L_k)``).
 
-Method (cost ~ n_frames * sum_k L_k at most, no decimation, no sparsification):
+This is librosa's ``__cqt_response`` at full rate (``fft_basis`` = FFT of the pow2-padded basis
+times ``L_k / n_fft``, applied to a ``window='ones'`` centred STFT) when the product is summed
+over the whole spectrum. librosa sums the non-negative half only, which drops the filters'
+negative-frequency content (window sidelobes: 3.5e-5 of the peak for the default CQT on a
+chirp, 2.4e-3 for the default VQT, whose filters are shorter; with the whole spectrum the two
+agree to 1.5e-15, see tests/test_cqt.py). librosa.cqt also sparsifies its kernels and
+resamples per octave (1.6e-2 of the peak for the default CQT).
 
-* High bins (filters up to a few ``hop_length`` long), one octave per group: frames of the padded
-  signal as a strided view (frame length = the group's widest filter, hop = hop_length) times
-  the group's ``(frame_length, 2 * n_bins_in_group)`` real kernel (real and imaginary parts of
-  the complex kernel as columns), one BLAS call.
-* Low bins (long filters), one group: the polyphase form. Cut the padded signal into blocks of
-  ``hop_length`` samples, ``B[p, r] = xp[o + p * hop + r]``; then
-  ``X[t, col] = sum_q sum_r B[t + q, r] g_col[q, r]``: a correlation along the block index with
-  ``C = ceil(width / hop)`` taps per phase ``r``. It is evaluated exactly by overlap-save FFTs of
-  length ``N`` along the block index (segments of ``S = N - C + 1`` outputs), with one complex
-  matmul over the phases per frequency: ``Z[nu] = B^[nu] @ conj(G^[nu])``. Cost per output is
-  ``~8 (N/2+1)/S * hop`` flops per column, independent of the filter length, instead of
-  ``2 * width``: for C1 at 22050 Hz (11.7k taps, hop 512) about 10x fewer operations.
-  The split between the two groups and ``N`` come from a cost model (:func:`choose_plan`).
+Method: no decimation, no sparsification; every bin is an exact (float rounding only) evaluation
+of the sum above. Bins are grouped by octave (from the top, as librosa does):
 
+* ``_FramesGroup`` (short filters): frames of the padded signal as strided views, frame length
+  = the group's widest filter, hop = hop_length, times the group's ``(frame_length, 2 n_bins)``
+  real kernel (real and imaginary parts as columns). A frame longer than the hop is cut into
+  hop-wide column chunks, each a BLAS operand without copying (leading dimension = hop).
+  Cost: ``n_frames * width * 4`` flops per bin.
+* ``_PolyphaseGroup`` (the lowest octaves, long filters): cut the padded signal into blocks of
+  hop_length samples, ``B[p, r] = xp[o + p * hop + r]``. Then
+  ``X[t, col] = sum_q sum_r B[t + q, r] g_col[q, r]``, a correlation along the block index with
+  ``C = ceil(width / hop)`` taps per phase ``r``. It is evaluated exactly by overlap-save DFTs
+  of length ``N`` along the block index (segments of ``S = N - C + 1`` outputs) and one complex
+  product per frequency, ``Z[nu] = Bhat[nu] @ conj(Ghat[nu])`` over the phases. All three
+  stages are real BLAS matmuls: the DFTs are small dense matrices (N ~ 3C; an FFT library
+  is slower than BLAS at these lengths), and the complex product is one real matmul per
+  frequency, ``[Re B | Im B] @ [[Re K, Im K], [-Im K, Re K]]``. Cost per output and column is
+  ``~8 hop (N/2+1) / S`` flops, independent of the filter length, plus a DFT shared by the
+  group. For the default CQT (84 bins from C1 = 11.7k taps, 22050 Hz, hop 512) the four
+  lowest octaves cost 1.5 GFLOP instead of 3.6 as frames, for 8 signals of 10 s.
+
+A flop model (:func:`choose_plan`) picks how many octaves take the polyphase path and ``N``.
 Kernels are built in float64 from ``constant_q`` and cast once per dtype (cached); the
 transform runs in the input's precision (float32 -> complex64, float64 -> complex128).
 """
@@ -46,10 +54,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from specux.kernels.cpu import fft
-from specux.kernels.cpu.frames import frame_view, overlap_add, pad_adjoint, pad_signal
+from specux.kernels.cpu.frames import frame_view, pad_adjoint, pad_signal
 from specux.kernels.cpu.stft import apply_output
-from specux.meta.cqt_params import ConstantQSpec  # noqa: F401 - re-exported
+from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_n_frames
+from specux.meta.dtypes import compute_dtype
 
 __all__ = [
     "ConstantQSpec",
@@ -61,12 +70,16 @@ __all__ = [
     "kernel_plan",
 ]
 
-_COMPUTE = {np.dtype(np.float32): np.dtype(np.float32), np.dtype(np.float64): np.dtype(np.float64)}
 
-# Cost-model weights, in flop-equivalents: a 2.5 N log2 N real FFT, and the write + read of a
-# frame copy (memory traffic, worth a few flops per element on a BLAS-bound machine).
-_FFT_FLOPS = 2.5
-_COPY_COST = 4.0
+# Flop-model weight of one BLAS call (dispatch, packing), in flops; keeps tiny problems on the
+# frames path, which has fewer calls.
+_CALL_COST = 2.0e4
+# Frames matmuls have few columns (2 per bin of an octave) and run at ~3/4 of the speed of the
+# polyphase ones (measured with OpenBLAS on 2 cores); their flops count this much more.
+_FRAMES_WEIGHT = 1.3
+# Largest polyphase kernel considered, in elements (32 MB in float32, 64 MB in float64): beyond
+# it the kernel's memory traffic, not flops, sets the time, and plans are cached.
+_KERNEL_ELEMENTS = 1 << 23
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,47 +101,54 @@ def _taps(spec: ConstantQSpec) -> _Taps:
     width = filters.shape[1]
     lo, hi, values = [], [], []
     for row, length in zip(filters, lengths.tolist()):
-        # The same expressions constant_q (and librosa) use to place the taps.
+        # The expressions constant_q (and librosa) use to place the taps in the padded row.
         start = -length // 2
         count = np.arange(start, length // 2).shape[0]
         left = (width - count) // 2
-        taps = row[left : left + count]
         scale = math.sqrt(length) if spec.scale else length
-        first_tau = int(start)
-        lo.append(-(first_tau + count - 1))
-        hi.append(-first_tau)
-        values.append(scale * taps[::-1])
+        lo.append(-(int(start) + count - 1))
+        hi.append(-int(start))
+        value = scale * row[left : left + count][::-1]
+        value.flags.writeable = False  # cached and handed out by correlation_taps
+        values.append(value)
     return _Taps(np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64), tuple(values))
 
 
 def correlation_taps(spec: ConstantQSpec) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-    """``(first_u, taps)``: ``X[k, t] = sum_i xp[t * hop + first_u[k] + i] * taps[k][i]``.
+    """``(first_u, taps)`` with ``X[k, t] = sum_i xp[t * hop + first_u[k] + i] * taps[k][i]``.
 
-    float64 / complex128, scale ``s_k`` included; ``taps[k][i] = s_k h_k(-(first_u[k] + i))``.
+    complex128, the scale ``s_k`` included: ``taps[k][i] = s_k h_k(-(first_u[k] + i))``.
     """
     t = _taps(spec)
     return t.lo.copy(), t.values
 
 
 def _octave_groups(spec: ConstantQSpec) -> tuple[tuple[int, int], ...]:
-    """Bin ranges ``[start, stop)`` of whole octaves counted from the top (librosa's split)."""
+    """Bin ranges ``[start, stop)`` of whole octaves counted from the top, ascending."""
     bounds = list(range(spec.n_bins, 0, -spec.bins_per_octave)) + [0]
     return tuple((max(b, 0), a) for a, b in zip(bounds[:-1], bounds[1:]))[::-1]
 
 
 def _span(taps: _Taps, start: int, stop: int) -> tuple[int, int]:
+    """``(first_u, width)`` covering the taps of bins ``start .. stop``."""
     lo = int(taps.lo[start:stop].min())
     return lo, int(taps.hi[start:stop].max()) - lo + 1
 
 
 def _real_kernel(taps: _Taps, start: int, stop: int, lo: int, rows: int) -> np.ndarray:
-    """``(rows, 2 * (stop - start))`` float64: real and imaginary parts interleaved per bin."""
+    """``(rows, 2 * (stop - start))`` float64; columns ``2j, 2j+1`` = Re, Im of bin start+j."""
     out = np.zeros((rows, 2 * (stop - start)))
     for j, k in enumerate(range(start, stop)):
         first = int(taps.lo[k]) - lo
         values = taps.values[k]
         out[first : first + values.shape[0], 2 * j] = values.real
         out[first : first + values.shape[0], 2 * j + 1] = values.imag
+    return out
+
+
+def _frozen(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    out = np.ascontiguousarray(a, dtype=dtype)
+    out.flags.writeable = False
     return out
 
 
@@ -140,36 +160,41 @@ def _real_kernel(taps: _Taps, start: int, stop: int, lo: int, rows: int) -> np.n
 class _FramesGroup:
     start: int  # first bin
     stop: int
-    offset: int  # u of the frame's first sample, relative to the frame centre t * hop
+    offset: int  # u of a frame's first sample, relative to the frame centre t * hop
     frame_length: int
-    kernel: np.ndarray  # (frame_length, 2 * n_bins_in_group), real
+    kernel: np.ndarray  # (frame_length, 2 * (stop - start)), real
 
 
 @dataclass(frozen=True, eq=False)
-class _FftGroup:
+class _PolyphaseGroup:
     stop: int  # bins 0 .. stop
-    offset: int  # u of block row 0's first sample
+    offset: int  # u of block row 0's first sample, relative to the frame centre t * hop
     chunks: int  # C: taps per phase along the block index
-    fft_size: int  # N
-    kernel: np.ndarray  # (N // 2 + 1, hop, 2 * stop): conj(rfft over the block index), complex
+    size: int  # N: DFT length along the block index
+    dft: np.ndarray  # (2 F, N), F = N // 2 + 1: rows (nu, Re) = cos, (nu, Im) = -sin
+    kernel: np.ndarray  # (F, 2 hop, 2 cols): [[Re K, Im K], [-Im K, Re K]], K = conj(DFT_q(g))
+    inverse: np.ndarray  # (S, 2 F): the real inverse DFT, columns (nu, Re), (nu, Im)
 
     @property
     def segment(self) -> int:
-        return self.fft_size - self.chunks + 1
+        """S: outputs per overlap-save segment."""
+        return self.size - self.chunks + 1
+
+    def n_segments(self, n_frames: int) -> int:
+        return -(-n_frames // self.segment)
 
     def rows(self, n_frames: int) -> int:
         """Block rows read for ``n_frames`` outputs (whole segments)."""
-        n_seg = -(-n_frames // self.segment)
-        return (n_seg - 1) * self.segment + self.fft_size
+        return (self.n_segments(n_frames) - 1) * self.segment + self.size
 
 
 @dataclass(frozen=True, eq=False)
 class CqtPlan:
-    """How one ConstantQSpec is evaluated in one dtype: an FFT group and frames groups."""
+    """How one ConstantQSpec is evaluated in one dtype: a polyphase group and frames groups."""
 
     spec: ConstantQSpec
     dtype: np.dtype
-    fft: _FftGroup | None
+    polyphase: _PolyphaseGroup | None
     frames: tuple[_FramesGroup, ...]
 
     def pad(self, length: int, n_frames: int) -> int:
@@ -179,83 +204,148 @@ class CqtPlan:
         need = max(0, -int(taps.lo.min()))
         for g in self.frames:
             need = max(need, (n_frames - 1) * hop + g.offset + g.frame_length - length)
-        if self.fft is not None:
-            need = max(need, self.fft.offset + self.fft.rows(n_frames) * hop - length)
+        p = self.polyphase
+        if p is not None:
+            need = max(need, p.offset + p.rows(n_frames) * hop - length)
         return need
 
 
-def _frames_cost(taps: _Taps, start: int, stop: int, hop: int) -> float:
-    _, width = _span(taps, start, stop)
-    cost = width * 2 * (stop - start) * 2.0
-    return cost + (_COPY_COST * width if width > hop else 0.0)
+def _frames_cost(width: int, n_bins: int, hop: int, n_frames: int, batch: int) -> float:
+    calls = -(-width // hop) * batch  # numpy's matmul loops over the batch, one call each
+    return _FRAMES_WEIGHT * batch * n_frames * width * 4.0 * n_bins + calls * _CALL_COST
 
 
-def _fft_cost(chunks: int, size: int, hop: int, columns: int, n_frames: int, batch: int):
-    n_seg = -(-n_frames // (size - chunks + 1))
+def _polyphase_cost(
+    chunks: int, size: int, hop: int, columns: int, n_frames: int, batch: int
+) -> float:
+    segment = size - chunks + 1
+    # M, segments over the batch; fractional (+ half a segment of rounding) so the choice for
+    # long signals does not flip with the length, and cached plans get reused.
+    rows = batch * (n_frames / segment + 0.5)
     freqs = size // 2 + 1
-    log = math.log2(size)
-    matmul = (batch * n_seg + 1) * freqs * hop * columns * 8.0  # + 1: reading the kernel
-    transforms = batch * n_seg * size * (hop + columns) * _FFT_FLOPS * log
-    return matmul + transforms
+    dft = rows * 2 * freqs * size * hop * 2.0
+    product = (rows + 1) * freqs * 2 * hop * 2 * columns * 2.0  # + 1: streaming the kernel
+    inverse = segment * 2 * freqs * rows * columns * 2.0
+    calls = (rows + freqs + 1) * _CALL_COST
+    return dft + product + inverse + calls
 
 
+def _sizes(chunks: int, n_frames: int, hop: int, columns: int) -> list[int]:
+    """Candidate DFT lengths: 3-smooth numbers above C, up to one segment covering every frame.
+
+    Sizes whose kernel would exceed ``_KERNEL_ELEMENTS`` are left out (but never all of them).
+    """
+    low, high = chunks + 1, n_frames + chunks - 1
+    limit = 2 * max(low, high)
+    out = []
+    p2 = 1
+    while p2 < limit:
+        p3 = p2
+        while p3 < limit:
+            if p3 >= low:
+                out.append(p3)
+            p3 *= 3
+        p2 *= 2
+    out.sort()
+    covering = next(i for i, n in enumerate(out) if n >= high)
+    out = out[: covering + 1]
+    small = [n for n in out if 4 * (n // 2 + 1) * hop * columns <= _KERNEL_ELEMENTS]
+    return small or out[:1]
+
+
+@functools.lru_cache(maxsize=64)
 def choose_plan(spec: ConstantQSpec, n_frames: int, batch: int = 1) -> tuple[int, int]:
-    """``(fft_stop, fft_size)``: bins below ``fft_stop`` use FFTs of ``fft_size`` (0, 0: none).
+    """``(stop, size)``: bins below ``stop`` take the polyphase path with DFT length ``size``.
 
-    Minimizes a flop model over octave-aligned splits and power-of-two sizes.
+    ``(0, 0)``: frames only. Minimizes a flop model over octave-aligned splits and 3-smooth
+    sizes.
     """
     taps = _taps(spec)
     hop = spec.hop_length
     groups = _octave_groups(spec)
-    per_output = [_frames_cost(taps, a, b, hop) for a, b in groups]
-    best = (batch * n_frames * sum(per_output), 0, 0)
+    frames = [_frames_cost(_span(taps, a, b)[1], b - a, hop, n_frames, batch) for a, b in groups]
+    best = (sum(frames), 0, 0)
     for j, (_, stop) in enumerate(groups, start=1):
-        _, width = _span(taps, 0, stop)
-        chunks = -(-width // hop)
-        rest = batch * n_frames * sum(per_output[j:])
-        size = 1 << max(1, (chunks - 1).bit_length())  # the smallest power of two >= C
-        largest = 1 << max(1, (n_frames + chunks - 2).bit_length())  # one segment
-        while True:
-            cost = _fft_cost(chunks, size, hop, 2 * stop, n_frames, batch) + rest
+        chunks = -(-_span(taps, 0, stop)[1] // hop)
+        rest = sum(frames[j:])
+        for size in _sizes(chunks, n_frames, hop, 2 * stop):
+            cost = _polyphase_cost(chunks, size, hop, 2 * stop, n_frames, batch) + rest
             if cost < best[0]:
                 best = (cost, stop, size)
-            if size >= largest:
-                break
-            size *= 2
     return best[1], best[2]
 
 
-@functools.lru_cache(maxsize=8)
-def _plan(spec: ConstantQSpec, dtype: np.dtype, fft_stop: int, fft_size: int) -> CqtPlan:
+def _dft_matrices(size: int, segment: int) -> tuple[np.ndarray, np.ndarray]:
+    """Forward ``(2 F, N)`` and inverse ``(S, 2 F)`` real DFT matrices, F = N // 2 + 1.
+
+    Rows / columns are ordered ``(nu, part)``: the forward maps ``b`` to ``Re, Im`` of
+    ``sum_n b[n] exp(-2 pi i nu n / N)``; the inverse maps ``Re, Im`` of a half spectrum to the
+    first ``S`` samples of its (Hermitian) inverse DFT.
+    """
+    freqs = size // 2 + 1
+    # The phase index is reduced modulo N in integers before scaling to radians.
+    nu = np.arange(freqs)[:, None]
+    angle = 2.0 * np.pi * ((nu * np.arange(size)[None, :]) % size) / size
+    cos, sin = np.cos(angle), np.sin(angle)
+    forward = np.stack([cos, -sin], axis=1).reshape(2 * freqs, size)
+    weight = np.full(freqs, 2.0)
+    weight[0] = 1.0
+    if size % 2 == 0:
+        weight[-1] = 1.0
+    weight /= size
+    inverse = np.stack([weight[:, None] * cos, -weight[:, None] * sin], axis=1)
+    return forward, inverse.reshape(2 * freqs, size)[:, :segment].T
+
+
+@functools.lru_cache(maxsize=4)
+def _plan(spec: ConstantQSpec, dtype: np.dtype, stop: int, size: int) -> CqtPlan:
     taps = _taps(spec)
     hop = spec.hop_length
-    complex_dtype = fft.complex_dtype(dtype)
-    fft_group = None
-    if fft_stop:
-        lo, width = _span(taps, 0, fft_stop)
+    polyphase = None
+    if stop:
+        lo, width = _span(taps, 0, stop)
         chunks = -(-width // hop)
-        g = _real_kernel(taps, 0, fft_stop, lo, chunks * hop).reshape(chunks, hop, 2 * fft_stop)
-        # Correlation along the block index: Z = B^ * conj(G^) (G real per column).
-        spectrum = np.conj(np.fft.rfft(g, n=fft_size, axis=0))
-        kernel = np.ascontiguousarray(spectrum, dtype=complex_dtype)
-        kernel.flags.writeable = False
-        fft_group = _FftGroup(fft_stop, lo, chunks, fft_size, kernel)
+        g = _real_kernel(taps, 0, stop, lo, chunks * hop).reshape(chunks, hop, 2 * stop)
+        # Correlation along the block index: Z = Bhat * conj(Ghat), each column of g real.
+        k = np.conj(np.fft.rfft(g, n=size, axis=0))  # (F, hop, cols)
+        kernel = np.concatenate(
+            [np.concatenate([k.real, k.imag], axis=2), np.concatenate([-k.imag, k.real], axis=2)],
+            axis=1,
+        )
+        forward, inverse = _dft_matrices(size, size - chunks + 1)
+        polyphase = _PolyphaseGroup(
+            stop,
+            lo,
+            chunks,
+            size,
+            _frozen(forward, dtype),
+            _frozen(kernel, dtype),
+            _frozen(inverse, dtype),
+        )
     frames = []
-    for start, stop in _octave_groups(spec):
-        if stop <= fft_stop:
+    for start, end in _octave_groups(spec):
+        if end <= stop:
             continue
-        start = max(start, fft_stop)
-        lo, width = _span(taps, start, stop)
-        kernel = np.ascontiguousarray(_real_kernel(taps, start, stop, lo, width), dtype=dtype)
-        kernel.flags.writeable = False
-        frames.append(_FramesGroup(start, stop, lo, width, kernel))
-    return CqtPlan(spec, np.dtype(dtype), fft_group, tuple(frames))
+        start = max(start, stop)
+        lo, width = _span(taps, start, end)
+        kernel = _frozen(_real_kernel(taps, start, end, lo, width), dtype)
+        frames.append(_FramesGroup(start, end, lo, width, kernel))
+    return CqtPlan(spec, np.dtype(dtype), polyphase, tuple(frames))
 
 
-def kernel_plan(spec: ConstantQSpec, dtype, n_frames: int, batch: int = 1) -> CqtPlan:
-    """The cached plan for ``spec`` in real ``dtype`` (float32 / float64) at this size."""
-    fft_stop, fft_size = choose_plan(spec, n_frames, batch)
-    return _plan(spec, np.dtype(dtype), fft_stop, fft_size)
+def kernel_plan(
+    spec: ConstantQSpec,
+    dtype,
+    n_frames: int,
+    batch: int = 1,
+    polyphase: tuple[int, int] | None = None,
+) -> CqtPlan:
+    """The cached plan for ``spec`` in real ``dtype`` at this size.
+
+    ``polyphase=(stop, size)`` overrides :func:`choose_plan` (tests, tuning).
+    """
+    stop, size = choose_plan(spec, n_frames, batch) if polyphase is None else polyphase
+    return _plan(spec, np.dtype(dtype), stop, size)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,42 +353,60 @@ def kernel_plan(spec: ConstantQSpec, dtype, n_frames: int, batch: int = 1) -> Cq
 
 
 def _compute_dtype(dtype: np.dtype) -> np.dtype:
-    return _COMPUTE.get(np.dtype(dtype), np.dtype(np.float64))
+    """float32 / float64 as themselves, float16 in float32 (specux.meta.dtypes), others float64."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        raise ValueError(f"cqt needs a real signal, got dtype {dtype}")
+    try:
+        return np.dtype(compute_dtype(dtype.name))
+    except KeyError:  # integers, bool, longdouble
+        return np.dtype(np.float64)
+
+
+def _chunks(g: _FramesGroup, hop: int):
+    """Hop-wide column chunks ``(first, width)`` of a frame: each a BLAS operand as a view."""
+    for first in range(0, g.frame_length, hop):
+        yield first, min(hop, g.frame_length - first)
 
 
 def _frames_forward(g: _FramesGroup, xp: np.ndarray, pad: int, n_frames: int, hop: int, out):
     start = pad + g.offset
-    view = frame_view(xp[:, start:], g.frame_length, hop)[:, :n_frames]
-    if g.frame_length > hop:
-        # Overlapping frames are not a BLAS operand (leading dimension < columns): copy once.
-        view = np.ascontiguousarray(view)
-    out[:, :, 2 * g.start : 2 * g.stop] = np.matmul(view, g.kernel)
+    acc = None
+    for first, width in _chunks(g, hop):
+        view = frame_view(xp[:, start + first :], width, hop)[:, :n_frames]
+        part = np.matmul(view, g.kernel[first : first + width])
+        acc = part if acc is None else np.add(acc, part, out=acc)
+    out[:, :, 2 * g.start : 2 * g.stop] = acc
 
 
-def _segments(blocks: np.ndarray, f: _FftGroup, n_seg: int) -> np.ndarray:
+def _segments(blocks: np.ndarray, p: _PolyphaseGroup, n_seg: int) -> np.ndarray:
     """``(batch, n_seg, N, hop)`` overlapping views of ``(batch, rows, hop)`` blocks, hop S."""
     s0, s1, s2 = blocks.strides
     return np.lib.stride_tricks.as_strided(
         blocks,
-        shape=(blocks.shape[0], n_seg, f.fft_size, blocks.shape[2]),
-        strides=(s0, s1 * f.segment, s1, s2),
+        shape=(blocks.shape[0], n_seg, p.size, blocks.shape[2]),
+        strides=(s0, s1 * p.segment, s1, s2),
         writeable=False,
     )
 
 
-def _fft_forward(f: _FftGroup, xp: np.ndarray, pad: int, n_frames: int, hop: int, out):
+def _polyphase_forward(p: _PolyphaseGroup, xp: np.ndarray, pad: int, n_frames: int, hop, out):
     batch = xp.shape[0]
-    n_seg = -(-n_frames // f.segment)
-    rows = f.rows(n_frames)
-    start = pad + f.offset
+    n_seg = p.n_segments(n_frames)
+    rows = p.rows(n_frames)
+    start = pad + p.offset
     blocks = xp[:, start : start + rows * hop].reshape(batch, rows, hop)
-    spectrum = fft.r2c(_segments(blocks, f, n_seg), (2,), "backward")  # (b, seg, nu, hop)
-    freqs = spectrum.shape[2]
-    product = np.matmul(spectrum.reshape(batch * n_seg, freqs, hop).transpose(1, 0, 2), f.kernel)
-    z = fft.c2r(product, (0,), f.fft_size, "backward")[: f.segment]  # (S, b * seg, cols)
-    columns = z.shape[-1]
-    z = z.reshape(f.segment, batch, n_seg, columns).transpose(1, 2, 0, 3)
-    out[:, :, : 2 * f.stop] = z.reshape(batch, n_seg * f.segment, columns)[:, :n_frames]
+    spectrum = np.matmul(p.dft, _segments(blocks, p, n_seg))  # (b, seg, 2 F, hop)
+    freqs = p.kernel.shape[0]
+    count = batch * n_seg
+    columns = p.kernel.shape[2] // 2
+    # Per frequency: [Re | Im] of the block spectrum (M, 2 hop) @ kernel -> [Re Z | Im Z].
+    spectrum = spectrum.reshape(count, freqs, 2 * hop).transpose(1, 0, 2)
+    product = np.matmul(spectrum, p.kernel)  # (F, M, 2 cols)
+    product = product.reshape(freqs, count, 2, columns).transpose(0, 2, 1, 3)
+    z = np.matmul(p.inverse, product.reshape(2 * freqs, count * columns))  # (S, M * cols)
+    z = z.reshape(p.segment, batch, n_seg, columns).transpose(1, 2, 0, 3)
+    out[:, :, :columns] = z.reshape(batch, n_seg * p.segment, columns)[:, :n_frames]
 
 
 def cqt(
@@ -307,11 +415,14 @@ def cqt(
     pad_mode: str = "constant",
     output: str = "complex",
     eps: float = 1e-10,
+    *,
+    polyphase: tuple[int, int] | None = None,
 ) -> np.ndarray:
     """``(..., L)`` real -> ``(..., n_bins, 1 + L // hop_length)``, frame-major in memory.
 
-    complex64 for float32 input, complex128 for float64 (other real dtypes compute in float64);
-    ``output`` = "magnitude" / "power" / "db" (``10 log10(max(power, eps))``) return reals.
+    complex64 for float32 (and float16) input, complex128 for float64 (and integers);
+    ``output`` = "magnitude" / "power" / "db" (``10 log10(max(power, eps))``) gives reals.
+    ``polyphase`` forces the plan split (see :func:`kernel_plan`).
     """
     x = np.asarray(x)
     dtype = _compute_dtype(x.dtype)
@@ -320,16 +431,16 @@ def cqt(
     n_frames = cqt_n_frames(length, hop)
     if length == 0 and pad_mode != "constant":
         raise ValueError(f"cqt: pad_mode={pad_mode!r} needs at least one sample")
-    flat = x.reshape(-1, length).astype(dtype, copy=False)
-    count = flat.shape[0]
+    count = math.prod(batch)
+    flat = x.reshape(count, length).astype(dtype, copy=False)
     out = np.empty((count, n_frames, spec.n_bins), dtype=fft.complex_dtype(dtype))
     if count:
-        plan = kernel_plan(spec, dtype, n_frames, count)
+        plan = kernel_plan(spec, dtype, n_frames, count, polyphase)
         pad = plan.pad(length, n_frames)
         xp = pad_signal(flat, pad, pad_mode)
-        as_real = out.view(dtype)  # (count, n_frames, 2 n_bins): re, im interleaved per bin
-        if plan.fft is not None:
-            _fft_forward(plan.fft, xp, pad, n_frames, hop, as_real)
+        as_real = out.view(dtype)  # (count, n_frames, 2 n_bins): Re, Im interleaved per bin
+        if plan.polyphase is not None:
+            _polyphase_forward(plan.polyphase, xp, pad, n_frames, hop, as_real)
         for g in plan.frames:
             _frames_forward(g, xp, pad, n_frames, hop, as_real)
     result = apply_output(out.reshape(*batch, n_frames, spec.n_bins), output, eps)
@@ -337,35 +448,47 @@ def cqt(
 
 
 # ---------------------------------------------------------------------------------------------
-# Adjoint
+# Adjoint (every stage above transposed, in reverse order)
 
 
 def _frames_adjoint(g: _FramesGroup, grad: np.ndarray, pad: int, hop: int, xbar: np.ndarray):
-    frames = np.matmul(grad[:, :, 2 * g.start : 2 * g.stop], g.kernel.T)
-    summed = overlap_add(frames, hop)
-    start = pad + g.offset
-    xbar[:, start : start + summed.shape[-1]] += summed
-
-
-def _fft_adjoint(f: _FftGroup, grad: np.ndarray, pad: int, hop: int, xbar: np.ndarray):
-    # The transpose of a correlation is a full convolution: each S-output segment of the
-    # cotangent, zero-padded to N, convolves into N block rows without wrapping.
     batch, n_frames, _ = grad.shape
-    columns = 2 * f.stop
-    n_seg = -(-n_frames // f.segment)
-    padded = np.zeros((batch, n_seg * f.segment, columns), dtype=grad.dtype)
-    padded[:, :n_frames] = grad[:, :, :columns]
-    segments = np.zeros((batch, n_seg, f.fft_size, columns), dtype=grad.dtype)
-    segments[:, :, : f.segment] = padded.reshape(batch, n_seg, f.segment, columns)
-    spectrum = fft.r2c(segments, (2,), "backward")  # (b, seg, nu, cols)
-    freqs = spectrum.shape[2]
-    spectrum = spectrum.reshape(batch * n_seg, freqs, columns).transpose(1, 0, 2)
-    # conj(Zbar @ G^T) with G = conj(kernel): one matmul on the stored kernel, no conj copy.
-    product = np.conj(np.matmul(np.conj(spectrum), f.kernel.transpose(0, 2, 1)))
-    pieces = fft.c2r(product, (0,), f.fft_size, "backward")  # (N, b * seg, hop)
-    pieces = pieces.reshape(f.fft_size, batch, n_seg, hop).transpose(1, 2, 0, 3)
-    rows = _overlap_rows(pieces, f.segment)  # (b, rows, hop)
-    start = pad + f.offset
+    cotangent = grad[:, :, 2 * g.start : 2 * g.stop]
+    start = pad + g.offset
+    for first, width in _chunks(g, hop):
+        part = np.matmul(cotangent, g.kernel[first : first + width].T)  # (b, T, width)
+        # Chunks are at most a hop wide: the frames of one chunk never overlap.
+        base = start + first
+        target = xbar[:, base : base + n_frames * hop].reshape(batch, n_frames, hop)
+        target[:, :, :width] += part
+
+
+def _polyphase_adjoint(p: _PolyphaseGroup, grad: np.ndarray, pad: int, hop: int, xbar):
+    batch, n_frames, _ = grad.shape
+    freqs = p.kernel.shape[0]
+    columns = p.kernel.shape[2] // 2
+    n_seg = p.n_segments(n_frames)
+    count = batch * n_seg
+    z = np.zeros((p.segment, batch, n_seg, columns), dtype=grad.dtype)
+    cotangent = grad[:, :, :columns]
+    full = n_frames // p.segment
+    z[:, :, :full] = (
+        cotangent[:, : full * p.segment]
+        .reshape(batch, full, p.segment, columns)
+        .transpose(2, 0, 1, 3)
+    )
+    tail = n_frames - full * p.segment
+    if tail:
+        z[:tail, :, full] = cotangent[:, full * p.segment :].transpose(1, 0, 2)
+    product = np.matmul(p.inverse.T, z.reshape(p.segment, count * columns))  # (2 F, M cols)
+    product = product.reshape(freqs, 2, count, columns).transpose(0, 2, 1, 3)
+    product = product.reshape(freqs, count, 2 * columns)
+    spectrum = np.matmul(product, p.kernel.transpose(0, 2, 1))  # (F, M, 2 hop)
+    # The DFT's transpose, one part at a time: each (F, hop) slice is a strided BLAS operand.
+    pieces = np.matmul(p.dft[0::2].T, spectrum[:, :, :hop].transpose(1, 0, 2))
+    pieces += np.matmul(p.dft[1::2].T, spectrum[:, :, hop:].transpose(1, 0, 2))
+    rows = _overlap_rows(pieces.reshape(batch, n_seg, p.size, hop), p.segment)
+    start = pad + p.offset
     xbar[:, start : start + rows.shape[1] * hop] += rows.reshape(batch, -1)
 
 
@@ -376,22 +499,27 @@ def _overlap_rows(pieces: np.ndarray, hop_rows: int) -> np.ndarray:
     out = np.zeros((batch, (n_seg + chunks - 1) * hop_rows, width), dtype=pieces.dtype)
     for j in range(chunks):
         part = pieces[:, :, j * hop_rows : (j + 1) * hop_rows]
-        rows = part.shape[2]
         target = out[:, j * hop_rows : (j + n_seg) * hop_rows].reshape(
             batch, n_seg, hop_rows, width
         )
-        target[:, :, :rows] += part
+        target[:, :, : part.shape[2]] += part
     return out[:, : (n_seg - 1) * hop_rows + size]
 
 
 def cqt_adjoint(
-    grad: np.ndarray, spec: ConstantQSpec, pad_mode: str, length: int
+    grad: np.ndarray,
+    spec: ConstantQSpec,
+    pad_mode: str,
+    length: int,
+    *,
+    polyphase: tuple[int, int] | None = None,
 ) -> np.ndarray:
-    """Exact transpose of :func:`cqt` (complex output) as a real-linear map.
+    """The exact transpose of :func:`cqt` (complex output) as a real-linear map.
 
-    ``(..., n_bins, n_frames)`` complex -> ``(..., length)`` real with
-    ``<cqt(x), G>_R = sum x * cqt_adjoint(G)``, ``<a, b>_R = Re sum conj(a) b``; i.e. the
-    gradient ``Re(A^H G)`` of a real loss whose gradient with respect to the output is ``G``.
+    ``(..., n_bins, n_frames)`` complex -> ``(..., length)`` real, ``Re(A^H G)``: the gradient
+    of a real loss with respect to ``x`` given its gradient ``G`` (torch's convention,
+    ``dL/dRe + i dL/dIm``) with respect to ``cqt(x)``; ``sum(x * cqt_adjoint(G)) ==
+    Re(sum(conj(cqt(x)) * G))``.
     """
     grad = np.asarray(grad)
     *batch, n_bins, n_frames = grad.shape
@@ -404,16 +532,18 @@ def cqt_adjoint(
     if grad.dtype not in (np.complex64, np.complex128):
         grad = grad.astype(np.complex128)
     dtype = fft.real_dtype(grad.dtype)
-    columns = np.ascontiguousarray(np.swapaxes(grad, -1, -2)).reshape(-1, n_frames, n_bins)
-    count = columns.shape[0]
+    count = math.prod(batch)
+    columns = np.ascontiguousarray(np.swapaxes(grad, -1, -2)).reshape(count, n_frames, n_bins)
     if count == 0:
         return np.zeros((*batch, length), dtype=dtype)
     as_real = columns.view(dtype)  # (count, n_frames, 2 n_bins)
-    plan = kernel_plan(spec, dtype, n_frames, count)
+    plan = kernel_plan(spec, dtype, n_frames, count, polyphase)
     pad = plan.pad(length, n_frames)
-    xbar = np.zeros((count, length + 2 * pad), dtype=dtype)
-    if plan.fft is not None:
-        _fft_adjoint(plan.fft, as_real, pad, hop, xbar)
+    # hop samples of slack: a frames chunk's cotangent is scattered as whole hop-wide rows.
+    xbar = np.zeros((count, length + 2 * pad + hop), dtype=dtype)
+    if plan.polyphase is not None:
+        _polyphase_adjoint(plan.polyphase, as_real, pad, hop, xbar)
     for g in plan.frames:
         _frames_adjoint(g, as_real, pad, hop, xbar)
-    return pad_adjoint(xbar, pad, pad_mode, length).reshape(*batch, length)
+    out = pad_adjoint(xbar[:, : length + 2 * pad], pad, pad_mode, length)
+    return out.reshape(*batch, length)
