@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specux.kernels.cpu.stft import frame_spectra
+from specux.kernels.cpu.stft import framewise, single_threaded_blas
 from specux.meta.params import StftParams
 
 
@@ -35,13 +35,15 @@ def bank_spectrogram(
     ``output="db"`` returns ``(20 / power) log10(max(S, eps))``. On the CPU one BLAS product
     per batch (frames x bins x bands) is faster than a sparse reduce; the GPU reduces sparsely.
     """
-    spectra = frame_spectra(x, window, p)  # (..., n_frames, n_freq), contiguous
-    magnitudes = magnitude_power(spectra, power)
-    weights = bank.T.astype(magnitudes.dtype, copy=False)
-    # One GEMM over every frame of every signal.
-    values = (magnitudes.reshape(-1, magnitudes.shape[-1]) @ weights).reshape(
-        *magnitudes.shape[:-1], weights.shape[-1]
-    )
+    weights = np.ascontiguousarray(bank.T, dtype=x.dtype)
+
+    def reduce(spectrum: np.ndarray) -> np.ndarray:
+        # Power and filterbank on each chunk while it is in cache: one small GEMM per chunk.
+        magnitudes = magnitude_power(spectrum, power)
+        flat = magnitudes.reshape(-1, magnitudes.shape[-1]) @ weights
+        return flat.reshape(*magnitudes.shape[:-1], weights.shape[-1])
+
+    values = framewise(x, window, p, reduce, weights.shape[-1], x.dtype)
     if output == "db":
         values = db(values, 20.0 / power, eps)
     return values.swapaxes(-1, -2)
@@ -49,4 +51,5 @@ def bank_spectrogram(
 
 def project(x: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """``matrix @ x`` along the feature axis: ``(..., n_in, T) -> (..., n_out, T)``."""
-    return np.matmul(matrix.astype(x.dtype, copy=False), x)
+    with single_threaded_blas():
+        return np.matmul(matrix.astype(x.dtype, copy=False), x)

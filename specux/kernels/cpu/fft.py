@@ -12,7 +12,7 @@ try:  # scipy.fft keeps float32 in float32 and runs batches on several threads.
 except ImportError:  # pragma: no cover - exercised in the torch-less/scipy-less CI job
     _scipy_fft = None
 
-_WORKERS = max(1, os.cpu_count() or 1)
+WORKERS = max(1, os.cpu_count() or 1)
 
 _COMPLEX_OF = {np.dtype(np.float32): np.complex64, np.dtype(np.float64): np.complex128}
 _REAL_OF = {np.dtype(np.complex64): np.float32, np.dtype(np.complex128): np.float64}
@@ -35,21 +35,22 @@ def _fresh(result: np.ndarray, source: np.ndarray, dtype: np.dtype) -> np.ndarra
     return result
 
 
-def c2c(x: np.ndarray, dims: Sequence[int], forward: bool, norm: str) -> np.ndarray:
+def c2c(x: np.ndarray, dims: Sequence[int], forward: bool, norm: str, *,
+        workers: int = WORKERS) -> np.ndarray:  # fmt: skip
     """Complex FFT (``forward``) or inverse FFT over ``dims`` with numpy's ``norm``."""
     dims = tuple(dims)
     if x.size == 0 or not dims:
         return np.array(x, dtype=x.dtype, copy=True)
     if _scipy_fft is not None:
         f = _scipy_fft.fftn if forward else _scipy_fft.ifftn
-        out = f(x, axes=dims, norm=norm, workers=_WORKERS)
+        out = f(x, axes=dims, norm=norm, workers=workers)
     else:
         f = np.fft.fftn if forward else np.fft.ifftn
         out = f(x, axes=dims, norm=norm)
     return _fresh(out, x, x.dtype)
 
 
-def r2c(x: np.ndarray, dims: Sequence[int], norm: str) -> np.ndarray:
+def r2c(x: np.ndarray, dims: Sequence[int], norm: str, *, workers: int = WORKERS) -> np.ndarray:
     """Real FFT over ``dims``; the last of them keeps ``n // 2 + 1`` bins."""
     dims = tuple(dims)
     out_dtype = complex_dtype(x.dtype)
@@ -58,7 +59,7 @@ def r2c(x: np.ndarray, dims: Sequence[int], norm: str) -> np.ndarray:
         shape[dims[-1]] = x.shape[dims[-1]] // 2 + 1
         return np.zeros(shape, dtype=out_dtype)
     if _scipy_fft is not None:
-        out = _scipy_fft.rfftn(x, axes=dims, norm=norm, workers=_WORKERS)
+        out = _scipy_fft.rfftn(x, axes=dims, norm=norm, workers=workers)
     else:
         out = np.fft.rfftn(x, axes=dims, norm=norm)
     return _fresh(out, x, out_dtype)
@@ -77,7 +78,7 @@ def c2r(x: np.ndarray, dims: Sequence[int], last_size: int, norm: str) -> np.nda
         shape[dims[-1]] = last_size
         return np.zeros(shape, dtype=out_dtype)
     if _scipy_fft is not None:
-        out = _scipy_fft.irfftn(x, s=sizes, axes=dims, norm=norm, workers=_WORKERS)
+        out = _scipy_fft.irfftn(x, s=sizes, axes=dims, norm=norm, workers=WORKERS)
     else:
         out = np.fft.irfftn(x, s=sizes, axes=dims, norm=norm)
     return _fresh(out, x, out_dtype)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -61,17 +64,81 @@ def stft(
 
     ``window`` is the win_length-sample array window, or None for ``p.window``'s named window.
     """
-    return apply_output(frame_spectra(x, window, p), output, eps).swapaxes(-1, -2)
+    dtype = fft.complex_dtype(x.dtype) if output == "complex" else x.dtype
+    out = framewise(x, window, p, lambda spectrum: apply_output(spectrum, output, eps),
+                    p.n_freq, dtype)  # fmt: skip
+    return out.swapaxes(-1, -2)
 
 
-def frame_spectra(x: np.ndarray, window: np.ndarray | None, p: StftParams) -> np.ndarray:
-    """The complex spectra of the windowed frames: ``(..., n_frames, n_freq)``, contiguous."""
+# Frames are processed in chunks of about this many input bytes: small enough that window,
+# FFT and epilogue run on data still in cache, large enough to amortize the calls.
+_CHUNK_BYTES = 1 << 20
+_pool: ThreadPoolExecutor | None = None
+
+
+@functools.cache
+def _blas_controller():
+    # OpenBLAS threads spin after each call and steal the cores our chunk threads run on; with
+    # threadpoolctl installed, BLAS runs single-threaded inside the chunks (each chunk's GEMM
+    # is small). Without it, results are the same, only slower.
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    return ThreadpoolController()
+
+
+def single_threaded_blas():
+    """A context in which BLAS calls run on the calling thread only (a no-op without
+    threadpoolctl); specux's CPU kernels make only small GEMMs, which gain nothing from BLAS
+    threads and whose spinning workers slow the chunk threads of the next call."""
+    controller = _blas_controller()
+    return controller.limit(limits=1, user_api="blas") if controller else contextlib.nullcontext()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=fft.WORKERS, thread_name_prefix="specux")
+    return _pool
+
+
+def framewise(x: np.ndarray, window: np.ndarray | None, p: StftParams,
+              epilogue: Callable[[np.ndarray], np.ndarray], width: int,
+              dtype: np.dtype) -> np.ndarray:  # fmt: skip
+    """``epilogue(FFT(window * frame))`` for every frame: ``(..., n_frames, width)``.
+
+    Chunks of frames run on all cores (numpy and scipy.fft release the GIL); each chunk is
+    windowed, transformed and reduced while it is in cache, and written to its own slice of
+    the output, so the result does not depend on the number of threads.
+    """
     w = full_window(p, window, x.dtype)
     xp = pad_signal(x, p.pad, p.pad_mode) if p.pad else x
-    frames = frame_view(xp, p.n_fft, p.hop_length) * w  # the one copy of the framed signal
-    if p.onesided:
-        return fft.r2c(frames, (-1,), p.fft_norm)
-    return fft.c2c(frames.astype(fft.complex_dtype(x.dtype)), (-1,), True, p.fft_norm)
+    frames = frame_view(xp, p.n_fft, p.hop_length)
+    count = frames.shape[-2]
+    out = np.empty((*frames.shape[:-2], count, width), dtype=dtype)
+    rows = max(1, int(np.prod(frames.shape[:-2])))
+    step = max(1, _CHUNK_BYTES // (rows * p.n_fft * x.dtype.itemsize))
+    complex_type = fft.complex_dtype(x.dtype)
+
+    def work(start: int) -> None:
+        stop = min(count, start + step)
+        chunk = frames[..., start:stop, :] * w
+        if p.onesided:
+            spectrum = fft.r2c(chunk, (-1,), p.fft_norm, workers=1)
+        else:
+            spectrum = fft.c2c(chunk.astype(complex_type), (-1,), True, p.fft_norm, workers=1)
+        out[..., start:stop, :] = epilogue(spectrum)
+
+    starts = range(0, count, step)
+    if len(starts) == 1 or fft.WORKERS == 1:
+        for start in starts:
+            work(start)
+        return out
+    with single_threaded_blas():
+        for _ in _executor().map(work, starts):
+            pass
+    return out
 
 
 def envelope(p: StftParams, w: np.ndarray, count: int) -> np.ndarray:
