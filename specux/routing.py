@@ -96,6 +96,8 @@ def route(x: Any, backend: Any = "auto", name: str = "x", family: str | None = N
     reason = backend_unavailable_reason(chosen, family)
     if chosen == "cuda" and library == NUMPY and reason is None:
         reason = "numpy arrays are not staged to the GPU in this version"
+    if library == CUPY:
+        reason = "cupy arrays are not accepted in this version (use torch CUDA tensors)"
     if reason is not None:
         raise BackendUnavailableError(f"backend={chosen!r} is unavailable for {what}: {reason}")
     return Route(library, device_type, chosen)

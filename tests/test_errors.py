@@ -546,3 +546,21 @@ def test_istft_nonfinite(x):
     # frame need be NaN (scipy / numpy leave 2 of 256 finite here); outside it all is finite
     assert np.any(np.isnan(y[start : start + N_FFT]))
     assert np.all(np.isfinite(y[: start])) and np.all(np.isfinite(y[start + N_FFT :]))
+
+
+def test_cupy_arrays_raise_a_clear_error(monkeypatch):
+    """A cupy array (faked: no cupy here) is refused with BackendUnavailableError, not a
+    KeyError from inside specux."""
+    import sys
+    import types
+
+    fake = types.ModuleType("cupy")
+
+    class ndarray:  # noqa: N801 - cupy's name
+        shape = (4, 100)
+        dtype = np.dtype(np.float32)
+
+    fake.ndarray = ndarray
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    with pytest.raises(specux.BackendUnavailableError, match="cupy"):
+        specux.fft(ndarray())
