@@ -23,6 +23,7 @@ from specux.kernels.codegen.fft import (
     FUSED_PARAMS,
     KERNEL_NAME,
     PARAMS,
+    arg_types,
     fused_source_key,
     render_fused,
     render_pass,
@@ -31,12 +32,6 @@ from specux.kernels.codegen.fft import (
 from specux.kernels.fft_exec import Strides, transform_1d
 from specux.kernels.plan import FusedSpec, PassSpec
 
-_CTYPES = {
-    "const void*": ctypes.c_void_p,
-    "void*": ctypes.c_void_p,
-    "long long": ctypes.c_longlong,
-    "double": ctypes.c_double,
-}
 _COMPLEX = {"float32": np.complex64, "float64": np.complex128}
 
 
@@ -63,7 +58,7 @@ def _build(source: str, name: str, params: tuple) -> ctypes.CDLL:
         os.replace(partial, library)
     lib = ctypes.CDLL(library)
     entry = getattr(lib, name)
-    entry.argtypes = [ctypes.c_longlong] + [_CTYPES[t] for t, _ in params]
+    entry.argtypes = [ctypes.c_longlong, *arg_types(params)]
     entry.restype = None
     return lib
 

@@ -6,6 +6,7 @@ twiddles come from a float64 sincospi of an exactly reduced integer ratio (no re
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import decimal
 import functools
@@ -224,6 +225,32 @@ def _butterfly(radix: int, sign: int) -> list[str]:
     return lines
 
 
+def _support(spec: PassSpec | FusedSpec, dialect: Dialect, params: str) -> list[str]:
+    """What every kernel renders first: prelude, types, twiddle, the prologue and epilogue."""
+    fn = dialect.function
+    return [
+        dialect.prelude,
+        f"typedef {_REAL[spec.precision]} real_t;",
+        _types(fn),
+        _twiddle(fn, spec.sign),
+        _load_fn(fn, spec.load, params),
+        _store_fn(fn, spec.store, params),
+    ]
+
+
+# ctypes of the kernel parameters, for launchers that pack arguments themselves.
+CTYPES = {
+    "const void*": ctypes.c_void_p,
+    "void*": ctypes.c_void_p,
+    "long long": ctypes.c_longlong,
+    "double": ctypes.c_double,
+}
+
+
+def arg_types(params) -> tuple:
+    return tuple(CTYPES[t] for t, _ in params)
+
+
 def source_key(spec: PassSpec) -> PassSpec:
     """The spec with its launch-time sizes zeroed: equal keys render identical source."""
     return dataclasses.replace(
@@ -245,7 +272,6 @@ def render_pass(spec: PassSpec, dialect: Dialect) -> str:
     The source depends only on :func:`source_key`; sizes arrive as launch arguments.
     """
     spec = source_key(spec)
-    fn = dialect.function
     params = ", ".join(f"{t} {n}" for t, n in PARAMS)
     args = ", ".join(n for _, n in PARAMS)
     radix = spec.radix
@@ -269,12 +295,7 @@ def render_pass(spec: PassSpec, dialect: Dialect) -> str:
         body.append(f"    store(b, j0 + {r}LL * stride, v{r}, {args});")
     source = [
         f"// specux FFT pass: radix={radix} sign={spec.sign} precision={spec.precision}",
-        dialect.prelude,
-        f"typedef {_REAL[spec.precision]} real_t;",
-        _types(fn),
-        _twiddle(fn, spec.sign),
-        _load_fn(fn, spec.load, params),
-        _store_fn(fn, spec.store, params),
+        *_support(spec, dialect, params),
         dialect.kernel_open.format(name=KERNEL_NAME, params=params),
         "\n".join(body),
         dialect.kernel_close.format(name=KERNEL_NAME, params=params, args=args),
@@ -363,12 +384,7 @@ def render_fused(spec: FusedSpec, dialect: Dialect) -> str:
 """
     source = [
         f"// specux fused FFT: sign={spec.sign} precision={spec.precision}",
-        dialect.prelude,
-        f"typedef {_REAL[spec.precision]} real_t;",
-        _types(fn),
-        _twiddle(fn, spec.sign),
-        _load_fn(fn, spec.load, params),
-        _store_fn(fn, spec.store, params),
+        *_support(spec, dialect, params),
         *(_butterfly_fn(fn, radix, spec.sign) for radix in sorted(set(RADICES))),
         dialect.fused_open.format(name=FUSED_NAME, params=params),
         body,

@@ -6,7 +6,6 @@ caching allocator; Bluestein tables are uploaded once per (length, precision, de
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import math
 import threading
@@ -21,6 +20,7 @@ from specux.kernels.codegen.fft import (
     FUSED_PARAMS,
     KERNEL_NAME,
     PARAMS,
+    arg_types,
     fused_source_key,
     render_fused,
     render_pass,
@@ -30,14 +30,8 @@ from specux.kernels.cuda.runtime import get_kernel
 from specux.kernels.fft_exec import Strides, transform_1d
 from specux.kernels.plan import FUSED_SHARED_BYTES, FusedSpec, PassSpec
 
-_CTYPES = {
-    "const void*": ctypes.c_void_p,
-    "void*": ctypes.c_void_p,
-    "long long": ctypes.c_longlong,
-    "double": ctypes.c_double,
-}
-_ARG_TYPES = tuple(_CTYPES[t] for t, _ in PARAMS)
-_FUSED_ARG_TYPES = tuple(_CTYPES[t] for t, _ in FUSED_PARAMS)
+_ARG_TYPES = arg_types(PARAMS)
+_FUSED_ARG_TYPES = arg_types(FUSED_PARAMS)
 
 # torch dtype -> (storage name, register precision)
 _STORAGE = {
