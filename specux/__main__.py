@@ -57,11 +57,16 @@ def demo(png: str | None) -> int:
     start = time.perf_counter()
     S = specux.stft(x, n_fft=1024, hop_length=256, output="db")
     elapsed = time.perf_counter() - start
+    start = time.perf_counter()
+    M = specux.melspectrogram(x, sr=sr, n_fft=1024, hop_length=256, n_mels=80, output="db")
+    mel_elapsed = time.perf_counter() - start
     peak_bin = np.argmax(S, axis=0)
     print(f"signal: {x.shape[0]} samples, chirp 100 Hz -> 6 kHz at {sr} Hz")
     print(f"stft(n_fft=1024, hop_length=256, output='db'): shape {S.shape}, dtype {S.dtype}")
     print(f"backend: {backend} ({'numpy' if isinstance(S, np.ndarray) else type(S)})")
     print(f"time: {elapsed * 1e3:.3f} ms")
+    print(f"melspectrogram(n_mels=80, output='db'): shape {M.shape}, "
+          f"time {mel_elapsed * 1e3:.3f} ms (first call, filterbank built)")  # fmt: skip
     f_start, f_end = peak_bin[2] * sr / 1024, peak_bin[-3] * sr / 1024
     print(f"loudest bin: {f_start:.0f} Hz at the start, {f_end:.0f} Hz at the end")
     if png:

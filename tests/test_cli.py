@@ -36,5 +36,6 @@ def test_demo_reports_shape_backend_and_time(tmp_path):
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "shape (513, 126)" in out
+    assert "melspectrogram(n_mels=80, output='db'): shape (80, 126)" in out
     assert "backend: cpu" in out
     assert "time:" in out and " ms" in out
