@@ -110,10 +110,6 @@ class PassSpec:
     load: LoadSpec = LoadSpec()
     store: StoreSpec = StoreSpec()
 
-    @property
-    def name(self) -> str:
-        return "specux_fft_pass"
-
 
 def passes(n: int, sign: int, precision: str, load: LoadSpec, store: StoreSpec):
     """The Stockham passes of an ``n``-point transform with the given prologue / epilogue."""
