@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from specux.compat.arrays import library_of
+from specux.compat.arrays import dtype_name, library_of
 from specux.meta.params import backend_name
 
 __all__ = ["Twin", "STFT", "ISTFT", "MelSpectrogram", "MFCC", "LFCC", "Chroma", "FFTConvolve"]
@@ -45,8 +45,7 @@ def short_repr(value: Any) -> str:
         library = library_of(value)
     except TypeError:
         return repr(value)
-    dtype = str(value.dtype).removeprefix("torch.")
-    return f"<{library} {dtype} array {tuple(value.shape)}>"
+    return f"<{library} {dtype_name(value, library)} array {tuple(value.shape)}>"
 
 
 def _valid_int(value: Any) -> bool:

@@ -45,7 +45,9 @@ _COMPLEX = {"complex32", "complex64", "complex128", "chalf"}
 def dtype_name(x: Any, library: str) -> str:
     """The dtype as a plain name: ``"float32"``, ``"complex64"``, ``"bfloat16"``, ..."""
     if library == TORCH:
-        return str(x.dtype).removeprefix("torch.")
+        from specux.compat.torch_compat import dtype_name as torch_dtype_name
+
+        return torch_dtype_name(x.dtype)
     return np.dtype(x.dtype).name
 
 

@@ -28,3 +28,8 @@ def torch_version() -> tuple[int, int]:
         return (0, 0)
     major, minor = torch.__version__.split(".")[:2]
     return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+def dtype_name(dtype) -> str:
+    """A torch dtype's plain name (``torch.float32`` -> ``"float32"``), as numpy spells it."""
+    return str(dtype).removeprefix("torch.")

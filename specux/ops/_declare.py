@@ -8,6 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from specux.compat.torch_compat import dtype_name
+from specux.meta import dtypes
+
 NAMESPACE = "specux"
 
 
@@ -56,9 +59,14 @@ def from_numpy(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(a)
 
 
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """The numpy dtype of a torch dtype's name (for constants built on the host)."""
+    return np.dtype(dtype_name(dtype))
+
+
+# torch spellings of meta.dtypes' complex <-> real pairing (fake kernels need them).
 COMPLEX_OF = {
-    torch.float16: torch.complex32,
-    torch.float32: torch.complex64,
-    torch.float64: torch.complex128,
+    getattr(torch, real): getattr(torch, dtypes.complex_of(real))
+    for real in ("float16", "float32", "float64")
 }
 REAL_OF = {value: key for key, value in COMPLEX_OF.items()}

@@ -21,7 +21,7 @@ from specux.kernels.cpu import cqt as cpu_cqt
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_adjoint_shape, cqt_n_frames, cqt_shape
 from specux.ops._declare import COMPLEX_OF, REAL_OF, declare, from_numpy, to_numpy
-from specux.ops.stft import _output_cotangent
+from specux.ops.stft import output_cotangent
 
 # eps is unused when the output is complex; any positive value does.
 _COMPLEX_EPS = 1e-10
@@ -55,7 +55,7 @@ def _cqt_backward(ctx, grad):
     if ctx.output != "complex":
         (x,) = ctx.saved_tensors
         spectrum = cqt(x, ctx.spec, ctx.pad_mode, "complex", ctx.eps)
-        grad = _output_cotangent(spectrum, grad, ctx.output, ctx.eps)
+        grad = output_cotangent(spectrum, grad, ctx.output, ctx.eps)
     return cqt_adjoint(grad, ctx.spec, ctx.pad_mode, ctx.length), None, None, None, None
 
 

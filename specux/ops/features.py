@@ -17,19 +17,15 @@ import torch
 from specux.kernels.cpu import features as cpu_features
 from specux.meta import matrices
 from specux.meta.matrices import MatrixSpec
-from specux.ops._declare import declare, from_numpy, to_numpy
+from specux.ops._declare import declare, from_numpy, numpy_dtype, to_numpy
 from specux.ops.stft import complex_adjoint, db_cotangent, params_of, spectrum_cotangent, stft
-
-
-def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    return np.dtype(str(dtype).removeprefix("torch."))
 
 
 def constant_matrix(matrix, spec: str, like: torch.Tensor) -> torch.Tensor:
     """The bank / matrix as a tensor of ``like``'s dtype and device."""
     if matrix is not None:
         return matrix
-    dense = matrices.matrix(MatrixSpec.from_key(spec), _numpy_dtype(like.dtype))
+    dense = matrices.matrix(MatrixSpec.from_key(spec), numpy_dtype(like.dtype))
     return torch.from_numpy(np.array(dense)).to(like.device)
 
 
@@ -63,7 +59,7 @@ def _bank_cpu(x, window, window_name, n_fft, hop_length, win_length, center, pad
     w = None if window is None else to_numpy(window)
     dense = (
         to_numpy(bank) if bank is not None
-        else matrices.matrix(MatrixSpec.from_key(bank_spec), _numpy_dtype(x.dtype))
+        else matrices.matrix(MatrixSpec.from_key(bank_spec), numpy_dtype(x.dtype))
     )  # fmt: skip
     out = cpu_features.bank_spectrogram(to_numpy(x), w, p, power, dense, output, eps)
     return from_numpy(out)
@@ -128,7 +124,7 @@ def _project_fake(x, matrix, spec):
 def _project_cpu(x, matrix, spec):
     dense = (
         to_numpy(matrix) if matrix is not None
-        else matrices.matrix(MatrixSpec.from_key(spec), _numpy_dtype(x.dtype))
+        else matrices.matrix(MatrixSpec.from_key(spec), numpy_dtype(x.dtype))
     )  # fmt: skip
     return from_numpy(np.ascontiguousarray(cpu_features.project(to_numpy(x), dense)))
 

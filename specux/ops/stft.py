@@ -20,7 +20,14 @@ from specux.kernels.cpu import stft as cpu_stft
 from specux.meta import shapes
 from specux.meta.params import StftParams, WindowSpec, dual_norm
 from specux.meta.windows import centered_offset
-from specux.ops._declare import COMPLEX_OF, REAL_OF, declare, from_numpy, to_numpy
+from specux.ops._declare import (
+    COMPLEX_OF,
+    REAL_OF,
+    declare,
+    from_numpy,
+    numpy_dtype,
+    to_numpy,
+)
 from specux.ops.fft import c2c, c2r, c2r_adjoint, r2c_adjoint
 from specux.ops.frames import frame, overlap_add
 
@@ -43,7 +50,7 @@ def full_window_tensor(p: StftParams, window, dtype, device) -> torch.Tensor:
     if window is not None:
         left = centered_offset(p.win_length, p.n_fft)
         return torch.nn.functional.pad(window, (left, p.n_fft - p.win_length - left))
-    named = cpu_stft.full_window(p, None, np.dtype(str(dtype).removeprefix("torch.")))
+    named = cpu_stft.full_window(p, None, numpy_dtype(dtype))
     return torch.from_numpy(np.array(named)).to(device)
 
 
@@ -109,7 +116,7 @@ def db_cotangent(values, grad, factor: float, eps: float):
     return grad * scale
 
 
-def _output_cotangent(spectrum, grad, output: str, eps: float):
+def output_cotangent(spectrum, grad, output: str, eps: float):
     """Chain rule from magnitude / power / dB back to the complex spectrum."""
     if output == "magnitude":
         return spectrum_cotangent(spectrum, grad, 1.0)
@@ -145,7 +152,7 @@ def _stft_backward(ctx, grad):
     if output != "complex":
         spectrum = stft(x, window, window_name, n_fft, hop, win_length, center, pad_mode,
                         normalized, onesided, "complex", eps)  # fmt: skip
-        grad = _output_cotangent(spectrum, grad, output, eps)
+        grad = output_cotangent(spectrum, grad, output, eps)
     grad_x, grad_w = complex_adjoint(
         grad, x, window, p, ctx.needs_input_grad[0], ctx.needs_input_grad[1]
     )

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from specux.meta import dtypes
+
 try:  # scipy.fft keeps float32 in float32 and runs batches on several threads.
     import scipy.fft as _scipy_fft
 except ImportError:  # pragma: no cover - exercised in the torch-less/scipy-less CI job
@@ -14,16 +16,12 @@ except ImportError:  # pragma: no cover - exercised in the torch-less/scipy-less
 
 WORKERS = max(1, os.cpu_count() or 1)
 
-_COMPLEX_OF = {np.dtype(np.float32): np.complex64, np.dtype(np.float64): np.complex128}
-_REAL_OF = {np.dtype(np.complex64): np.float32, np.dtype(np.complex128): np.float64}
-
-
 def complex_dtype(real_dtype: np.dtype) -> np.dtype:
-    return np.dtype(_COMPLEX_OF[np.dtype(real_dtype)])
+    return np.dtype(dtypes.complex_of(np.dtype(real_dtype).name))
 
 
 def real_dtype(complex_dtype_: np.dtype) -> np.dtype:
-    return np.dtype(_REAL_OF[np.dtype(complex_dtype_)])
+    return np.dtype(dtypes.real_of(np.dtype(complex_dtype_).name))
 
 
 def _fresh(result: np.ndarray, source: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 import torch
 
+from specux.compat.torch_compat import dtype_name
 from specux.kernels.codegen.dialects import CUDA
 from specux.kernels.codegen.fft import (
     FUSED_NAME,
@@ -29,6 +30,7 @@ from specux.kernels.codegen.fft import (
 from specux.kernels.cuda.runtime import get_kernel
 from specux.kernels.fft_exec import Strides, transform_1d
 from specux.kernels.plan import FUSED_SHARED_BYTES, FusedSpec, PassSpec
+from specux.meta import dtypes
 
 _ARG_TYPES = arg_types(PARAMS)
 _FUSED_ARG_TYPES = arg_types(FUSED_PARAMS)
@@ -116,13 +118,11 @@ def _axis_scale(n: int, norm: str, inverse: bool) -> float:
 
 
 def _complex_of(dtype: torch.dtype) -> torch.dtype:
-    return {torch.float16: torch.complex32, torch.float32: torch.complex64,
-            torch.float64: torch.complex128}[dtype]  # fmt: skip
+    return getattr(torch, dtypes.complex_of(dtype_name(dtype)))
 
 
 def _real_of(dtype: torch.dtype) -> torch.dtype:
-    return {torch.complex32: torch.float16, torch.complex64: torch.float32,
-            torch.complex128: torch.float64}[dtype]  # fmt: skip
+    return getattr(torch, dtypes.real_of(dtype_name(dtype)))
 
 
 def _run(backend, src, dst, axis, n, kind, inverse, norm) -> None:
