@@ -273,8 +273,8 @@ def chroma(
     return call.finish(out)
 
 
-def _constant_q(x, backend, family, output, eps, pad_mode, **spec_params):
-    call = _Call(x, backend, family=family)
+def _constant_q(call: _Call, x, output, eps, pad_mode, **spec_params):
+    """The CQT of ``x`` in the compute dtype (the caller finishes: casts back, or goes on)."""
     spec, pad_mode, output, eps = cqt_arguments(
         pad_mode=pad_mode, output=output, eps=eps, **spec_params
     )
@@ -284,7 +284,7 @@ def _constant_q(x, backend, family, output, eps, pad_mode, **spec_params):
     if x.shape[-1] == 0:
         raise ValueError("x has an empty time axis: the CQT needs at least one sample")
     xr = call.engine.cast(x, call.compute)
-    return call.finish(call.engine.cqt(xr, spec, pad_mode, output, eps))
+    return call.engine.cqt(xr, spec, pad_mode, output, eps)
 
 
 def cqt(
@@ -313,11 +313,12 @@ def cqt(
     wavelet. librosa's own multirate result agrees with it to about 1.5e-2 of the peak (see
     docs/api.md). ``output``: complex, magnitude, power or db.
     """
-    return _constant_q(
-        x, backend, "cqt", output, eps, pad_mode, sr=sr, hop_length=hop_length, fmin=fmin,
+    call = _Call(x, backend, family="cqt")
+    return call.finish(_constant_q(
+        call, x, output, eps, pad_mode, sr=sr, hop_length=hop_length, fmin=fmin,
         n_bins=n_bins, bins_per_octave=bins_per_octave, tuning=tuning,
         filter_scale=filter_scale, norm=norm, window=window, scale=scale, gamma=0.0,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def vqt(
@@ -341,11 +342,12 @@ def vqt(
 ) -> Any:
     """Variable-Q transform: :func:`cqt` with bandwidths widened by ``gamma`` Hz
     (``None``: librosa's default, from the equivalent rectangular bandwidth; 0: the CQT)."""
-    return _constant_q(
-        x, backend, "vqt", output, eps, pad_mode, sr=sr, hop_length=hop_length, fmin=fmin,
+    call = _Call(x, backend, family="vqt")
+    return call.finish(_constant_q(
+        call, x, output, eps, pad_mode, sr=sr, hop_length=hop_length, fmin=fmin,
         n_bins=n_bins, bins_per_octave=bins_per_octave, tuning=tuning,
         filter_scale=filter_scale, norm=norm, window=window, scale=scale, gamma=gamma,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 _CHROMA_CQT_KEYS = ("fmin", "n_octaves", "bins_per_octave", "threshold", "filter_scale",
@@ -364,19 +366,20 @@ def _chroma_cqt(x, *, sr, n_chroma, tuning, norm, hop_length, backend, extra):
     fold = matrices.cq_to_chroma_spec(n_input=n_bins, bins_per_octave=bins_per_octave,
                                       n_chroma=n_chroma, fmin=fmin)  # fmt: skip
     norm = _chroma_norm(norm)
+    # One call for the whole chain: the fold, threshold and normalization stay in the compute
+    # dtype and only the chroma is cast back (float16 input is rounded once).
+    call = _Call(x, backend, family="chroma")
     if tuning is None:
-        call = _Call(x, backend, family="chroma")
         p, w = _stft_setup(call, x, n_fft=2048, hop_length=512, win_length=None,
                            window="hann", center=True, pad_mode="constant")  # fmt: skip
         tuning = _estimate_tuning(call, x, p, w, 1.0, sr, bins_per_octave)
     magnitude = _constant_q(
-        x, backend, "chroma", "magnitude", 1e-10, extra.get("pad_mode", "constant"), sr=sr,
+        call, x, "magnitude", 1e-10, extra.get("pad_mode", "constant"), sr=sr,
         hop_length=hop_length, fmin=fmin, n_bins=n_bins, bins_per_octave=bins_per_octave,
         tuning=tuning, filter_scale=extra.get("filter_scale", 1.0),
         norm=extra.get("cqt_norm", 1), window=extra.get("window", "hann"), scale=True,
         gamma=0.0,
     )  # fmt: skip
-    call = _Call(magnitude, backend, "C", family="chroma")
     out = call.engine.project(magnitude, fold)
     if threshold > 0:
         out = call.engine.threshold(out, threshold)

@@ -916,3 +916,14 @@ def test_gradcheck_full_jacobian():
     a = torch.randn(2, 1, 12, dtype=torch.complex128, generator=g, requires_grad=True)
     b = torch.randn(3, 5, dtype=torch.float64, generator=g, requires_grad=True)
     assert _gradcheck(lambda u, v: specux.fftconvolve(u, v, "same"), (a, b), fast_mode=False)
+
+
+def test_chroma_cqt_float16_is_rounded_once(rng):
+    # The fold, threshold and normalization run in float32; only the chroma (values <= 1 with
+    # norm=inf) is rounded to float16: at most half a float16 ulp at 1, 2**-11.
+    x = _signal(rng, (2, 22050))
+    half = specux.chroma(x.astype(np.float16), sr=22050, source="cqt", tuning=0.0)
+    single = specux.chroma(x.astype(np.float16).astype(np.float32), sr=22050, source="cqt",
+                           tuning=0.0)  # fmt: skip
+    assert half.dtype == np.float16
+    assert np.max(np.abs(half.astype(np.float32) - single)) <= 2.0**-11
