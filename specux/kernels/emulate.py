@@ -70,6 +70,7 @@ def _entry_for_key(key: PassSpec | FusedSpec):
     return getattr(_build(render_pass(key, CPP), KERNEL_NAME, PARAMS), KERNEL_NAME)
 
 
+@functools.lru_cache(maxsize=4096)
 def entry(spec: PassSpec | FusedSpec):
     """The host function of a kernel (one build per distinct source)."""
     key = fused_source_key(spec) if isinstance(spec, FusedSpec) else source_key(spec)

@@ -57,7 +57,9 @@ def _kernel_for_key(key: PassSpec | FusedSpec, device_index: int):
     return get_kernel(render_pass(key, CUDA), KERNEL_NAME, device_index)
 
 
+@functools.lru_cache(maxsize=4096)
 def _kernel(spec: PassSpec | FusedSpec, device_index: int):
+    # Keyed by the full spec too, so a repeated launch does not rebuild its source key.
     key = fused_source_key(spec) if isinstance(spec, FusedSpec) else source_key(spec)
     return _kernel_for_key(key, device_index)
 
