@@ -42,6 +42,23 @@ def pad_signal(x: np.ndarray, pad: int, mode: str) -> np.ndarray:
     return out
 
 
+def padded_segment(x: np.ndarray, pad: int, mode: str, start: int, stop: int) -> np.ndarray:
+    """Samples ``[start, stop)`` of ``pad_signal(x, pad, mode)`` for 2-D ``x``, without
+    padding the whole signal (the same source indices, so the same values)."""
+    length = x.shape[-1]
+    index = np.arange(start, stop) - pad
+    inside = (index >= 0) & (index < length)
+    if mode == "constant":
+        out = np.zeros((x.shape[0], stop - start), dtype=x.dtype)
+        out[:, inside] = x[:, index[inside]]
+        return out
+    left, right = _pad_sources(length, pad, mode)
+    source = index.copy()
+    source[index < 0] = left[index[index < 0] + pad]
+    source[index >= length] = right[index[index >= length] - length]
+    return x[:, source]
+
+
 def pad_adjoint(xp: np.ndarray, pad: int, mode: str, length: int) -> np.ndarray:
     """Adjoint of :func:`pad_signal`: fold the padded samples back onto their sources."""
     out = np.array(xp[..., pad : pad + length], copy=True)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from specux.kernels.cpu import fft
-from specux.kernels.cpu.frames import frame_view, overlap_add, pad_signal
+from specux.kernels.cpu.frames import frame_view, overlap_add, pad_signal, padded_segment
 from specux.meta.params import StftParams, WindowSpec
-from specux.meta.shapes import ola_length
+from specux.meta.shapes import n_frames, ola_length
 from specux.meta.windows import centered_offset, named_window
 
 # istft divides by the window-sum-square envelope; below this it is not invertible (NOLA).
@@ -53,6 +54,31 @@ def apply_output(spectrum: np.ndarray, output: str, eps: float) -> np.ndarray:
     return 10.0 * np.log10(np.maximum(power, power.dtype.type(eps)))
 
 
+def power_into(spectrum: np.ndarray, out: np.ndarray) -> None:
+    """``out = re * re + im * im`` of a complex spectrum, which is overwritten (squared in place
+    through a real view: two passes instead of three, no temporaries)."""
+    if not spectrum.flags.c_contiguous:
+        np.add(spectrum.real * spectrum.real, spectrum.imag * spectrum.imag, out=out)
+        return
+    parts = spectrum.view(fft.real_dtype(spectrum.dtype))
+    np.multiply(parts, parts, out=parts)
+    np.add(parts[..., 0::2], parts[..., 1::2], out=out)
+
+
+def write_output(spectrum: np.ndarray, output: str, eps: float, out: np.ndarray) -> None:
+    """:func:`apply_output` written into ``out`` (``spectrum`` may be overwritten)."""
+    if output == "complex":
+        out[...] = spectrum
+    elif output == "magnitude":
+        np.abs(spectrum, out=out)
+    else:
+        power_into(spectrum, out)
+        if output != "power":
+            np.maximum(out, out.dtype.type(eps), out=out)
+            np.log10(out, out=out)
+            np.multiply(out, out.dtype.type(10.0), out=out)
+
+
 def stft(
     x: np.ndarray,
     window: np.ndarray | None,
@@ -65,15 +91,28 @@ def stft(
     ``window`` is the win_length-sample array window, or None for ``p.window``'s named window.
     """
     dtype = fft.complex_dtype(x.dtype) if output == "complex" else x.dtype
-    out = framewise(x, window, p, lambda spectrum: apply_output(spectrum, output, eps),
+    out = framewise(x, window, p, lambda spectrum, rows: write_output(spectrum, output, eps, rows),
                     p.n_freq, dtype)  # fmt: skip
     return out.swapaxes(-1, -2)
 
 
 # Frames are processed in chunks of about this many input bytes: small enough that window,
-# FFT and epilogue run on data still in cache, large enough to amortize the calls.
+# FFT and epilogue run on data still in cache (L2), large enough to amortize the calls.
 _CHUNK_BYTES = 1 << 20
 _pool: ThreadPoolExecutor | None = None
+_scratch = threading.local()
+
+
+def scratch(name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A per-thread reusable buffer (contents undefined): chunk temporaries are not reallocated
+    on every chunk and stay in the calling thread's cache."""
+    buffers = _scratch.__dict__
+    key = (name, np.dtype(dtype).str)
+    size = int(np.prod(shape))
+    buf = buffers.get(key)
+    if buf is None or buf.size < size:
+        buf = buffers[key] = np.empty(max(size, 1), dtype=dtype)
+    return buf[:size].reshape(shape)
 
 
 @functools.cache
@@ -103,40 +142,81 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
-def framewise(x: np.ndarray, window: np.ndarray | None, p: StftParams,
-              epilogue: Callable[[np.ndarray], np.ndarray], width: int,
-              dtype: np.dtype) -> np.ndarray:  # fmt: skip
-    """``epilogue(FFT(window * frame))`` for every frame: ``(..., n_frames, width)``.
+def _frame_regions(x: np.ndarray, p: StftParams, count: int) -> list[tuple[int, int, np.ndarray]]:
+    """``(first, stop, frames)``: frames ``first .. stop`` of the padded 2-D signal as strided
+    views ``(rows, stop - first, n_fft)``. Frames entirely inside ``x`` are read from ``x``
+    itself; only the few frames that reach into the padding come from small padded copies."""
+    n_fft, hop, pad, length = p.n_fft, p.hop_length, p.pad, x.shape[-1]
+    if pad == 0:
+        return [(0, count, frame_view(x, n_fft, hop)[:, :count])]
+    lo = -(-pad // hop)
+    hi = min(count, (pad + length - n_fft) // hop + 1) if pad + length >= n_fft else lo
+    if hi <= lo:
+        xp = pad_signal(x, pad, p.pad_mode)
+        return [(0, count, frame_view(xp, n_fft, hop)[:, :count])]
+    regions = []
+    if lo > 0:
+        seg = padded_segment(x, pad, p.pad_mode, 0, (lo - 1) * hop + n_fft)
+        regions.append((0, lo, frame_view(seg, n_fft, hop)[:, :lo]))
+    inner = x[:, lo * hop - pad :]
+    regions.append((lo, hi, frame_view(inner, n_fft, hop)[:, : hi - lo]))
+    if hi < count:
+        seg = padded_segment(x, pad, p.pad_mode, hi * hop, (count - 1) * hop + n_fft)
+        regions.append((hi, count, frame_view(seg, n_fft, hop)[:, : count - hi]))
+    return regions
 
-    Chunks of frames run on all cores (numpy and scipy.fft release the GIL); each chunk is
-    windowed, transformed and reduced while it is in cache, and written to its own slice of
-    the output, so the result does not depend on the number of threads.
+
+def framewise(x: np.ndarray, window: np.ndarray | None, p: StftParams,
+              epilogue: Callable[[np.ndarray, np.ndarray], None], width: int,
+              dtype: np.dtype) -> np.ndarray:  # fmt: skip
+    """``epilogue(FFT(window * frames), out)`` for blocks of frames: ``(..., n_frames, width)``.
+
+    ``epilogue(spectrum, out)`` gets the ``(n, n_freq)`` spectrum of ``n`` consecutive frames
+    of one signal (its own array: it may be overwritten) and writes their ``(n, width)`` rows of
+    the result into ``out`` (C-contiguous). Blocks run on all cores (numpy and scipy.fft release
+    the GIL); each is windowed into a per-thread buffer, transformed and reduced while it is in
+    cache, and written to its own slice of the output, so the result does not depend on the
+    number of threads.
     """
     w = full_window(p, window, x.dtype)
-    xp = pad_signal(x, p.pad, p.pad_mode) if p.pad else x
-    frames = frame_view(xp, p.n_fft, p.hop_length)
-    count = frames.shape[-2]
-    out = np.empty((*frames.shape[:-2], count, width), dtype=dtype)
-    rows = max(1, int(np.prod(frames.shape[:-2])))
-    step = max(1, _CHUNK_BYTES // (rows * p.n_fft * x.dtype.itemsize))
+    batch, length = x.shape[:-1], x.shape[-1]
+    x2 = x.reshape(-1, length)
+    rows = x2.shape[0]
+    count = n_frames(length, p.n_fft, p.hop_length, p.pad)
+    out = np.empty((*batch, max(count, 0), width), dtype=dtype)
+    if count <= 0 or rows == 0:
+        return out
+    out2 = out.reshape(rows, count, width)
+    regions = _frame_regions(x2, p, count)
+    step = max(1, _CHUNK_BYTES // (p.n_fft * x.dtype.itemsize))
+    per_row = -(-count // step)
+    step = -(-count // per_row)  # equal blocks
     complex_type = fft.complex_dtype(x.dtype)
+    n_fft = p.n_fft
 
-    def work(start: int) -> None:
-        stop = min(count, start + step)
-        chunk = frames[..., start:stop, :] * w
-        if p.onesided:
-            spectrum = fft.r2c(chunk, (-1,), p.fft_norm, workers=1)
-        else:
-            spectrum = fft.c2c(chunk.astype(complex_type), (-1,), True, p.fft_norm, workers=1)
-        out[..., start:stop, :] = epilogue(spectrum)
+    def work(item: tuple[int, int, int]) -> None:
+        row, start, stop = item
+        for first, last, frames in regions:
+            a, b = max(start, first), min(stop, last)
+            if a >= b:
+                continue
+            if p.onesided:
+                buf = scratch("frames", (b - a, n_fft), x.dtype)
+                np.multiply(frames[row, a - first : b - first], w, out=buf)
+                spectrum = fft.r2c(buf, (-1,), p.fft_norm, workers=1)
+            else:
+                buf = scratch("frames", (b - a, n_fft), complex_type)
+                np.multiply(frames[row, a - first : b - first], w, out=buf)
+                spectrum = fft.c2c(buf, (-1,), True, p.fft_norm, workers=1)
+            epilogue(spectrum, out2[row, a:b])
 
-    starts = range(0, count, step)
-    if len(starts) == 1 or fft.WORKERS == 1:
-        for start in starts:
-            work(start)
+    items = [(r, s, min(count, s + step)) for r in range(rows) for s in range(0, count, step)]
+    if len(items) == 1 or fft.WORKERS == 1:
+        for item in items:
+            work(item)
         return out
     with single_threaded_blas():
-        for _ in _executor().map(work, starts):
+        for _ in _executor().map(work, items):
             pass
     return out
 
