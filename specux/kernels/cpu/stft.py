@@ -90,9 +90,10 @@ def stft(
 
     ``window`` is the win_length-sample array window, or None for ``p.window``'s named window.
     """
-    dtype = fft.complex_dtype(x.dtype) if output == "complex" else x.dtype
+    if output == "complex":
+        return framewise(x, window, p, None, p.n_freq, fft.complex_dtype(x.dtype)).swapaxes(-1, -2)
     out = framewise(x, window, p, lambda spectrum, rows: write_output(spectrum, output, eps, rows),
-                    p.n_freq, dtype)  # fmt: skip
+                    p.n_freq, x.dtype)  # fmt: skip
     return out.swapaxes(-1, -2)
 
 
@@ -167,16 +168,17 @@ def _frame_regions(x: np.ndarray, p: StftParams, count: int) -> list[tuple[int, 
 
 
 def framewise(x: np.ndarray, window: np.ndarray | None, p: StftParams,
-              epilogue: Callable[[np.ndarray, np.ndarray], None], width: int,
+              epilogue: Callable[[np.ndarray, np.ndarray], None] | None, width: int,
               dtype: np.dtype) -> np.ndarray:  # fmt: skip
     """``epilogue(FFT(window * frames), out)`` for blocks of frames: ``(..., n_frames, width)``.
 
     ``epilogue(spectrum, out)`` gets the ``(n, n_freq)`` spectrum of ``n`` consecutive frames
-    of one signal (its own array: it may be overwritten) and writes their ``(n, width)`` rows of
-    the result into ``out`` (C-contiguous). Blocks run on all cores (numpy and scipy.fft release
-    the GIL); each is windowed into a per-thread buffer, transformed and reduced while it is in
-    cache, and written to its own slice of the output, so the result does not depend on the
-    number of threads.
+    of one signal (a per-thread buffer: it may be overwritten) and writes their ``(n, width)``
+    rows of the result into ``out`` (C-contiguous). Without an epilogue the spectrum itself is
+    the result (``width = n_freq``, complex ``dtype``) and is transformed straight into it.
+    Blocks run on all cores (numpy and scipy.fft release the GIL); each is windowed into a
+    per-thread buffer, transformed and reduced while it is in cache, and written to its own
+    slice of the output, so the result does not depend on the number of threads.
     """
     w = full_window(p, window, x.dtype)
     batch, length = x.shape[:-1], x.shape[-1]
@@ -200,15 +202,14 @@ def framewise(x: np.ndarray, window: np.ndarray | None, p: StftParams,
             a, b = max(start, first), min(stop, last)
             if a >= b:
                 continue
-            if p.onesided:
-                buf = scratch("frames", (b - a, n_fft), x.dtype)
-                np.multiply(frames[row, a - first : b - first], w, out=buf)
-                spectrum = fft.r2c(buf, (-1,), p.fft_norm, workers=1)
+            buf = scratch("frames", (b - a, n_fft), x.dtype if p.onesided else complex_type)
+            np.multiply(frames[row, a - first : b - first], w, out=buf)
+            if epilogue is None:
+                fft.forward_into(buf, out2[row, a:b], p.fft_norm, p.onesided)
             else:
-                buf = scratch("frames", (b - a, n_fft), complex_type)
-                np.multiply(frames[row, a - first : b - first], w, out=buf)
-                spectrum = fft.c2c(buf, (-1,), True, p.fft_norm, workers=1)
-            epilogue(spectrum, out2[row, a:b])
+                spectrum = scratch("spectrum", (b - a, p.n_freq), complex_type)
+                fft.forward_into(buf, spectrum, p.fft_norm, p.onesided)
+                epilogue(spectrum, out2[row, a:b])
 
     items = [(r, s, min(count, s + step)) for r in range(rows) for s in range(0, count, step)]
     if len(items) == 1 or fft.WORKERS == 1:
