@@ -8,7 +8,7 @@ import pytest
 from tolerances import TOLERANCES, float32_bound, rel_l2
 
 from specux.kernels import plan
-from specux.kernels.codegen.fft import unit_root
+from specux.kernels.codegen.butterfly import unit_root
 
 emulate = pytest.importorskip("specux.kernels.emulate")
 if emulate.compiler() is None:
@@ -49,23 +49,51 @@ def _complex(rng, shape, dtype=np.complex128):
     return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
 
 
-@pytest.mark.parametrize("fused", [True, False], ids=["fused", "passes"])
+@pytest.mark.parametrize("blocks", [True, False], ids=["blocks", "passes"])
 @pytest.mark.parametrize("n", SIZES)
-def test_emulated_c2c_r2c_c2r_float64(n, fused, rng):
+def test_emulated_c2c_r2c_c2r_float64(n, blocks, rng):
     x = _complex(rng, (3, n))
-    got = emulate.fft_1d(x, "c2c", n, fused=fused)
+    got = emulate.fft_1d(x, "c2c", n, blocks=blocks)
     assert rel_l2(got, np.fft.fft(x)) <= TOLERANCES["float64"]
-    inverse = emulate.fft_1d(x, "c2c", n, sign=1, scale=1.0 / n, fused=fused)
+    inverse = emulate.fft_1d(x, "c2c", n, sign=1, scale=1.0 / n, blocks=blocks)
     assert rel_l2(inverse, np.fft.ifft(x)) <= TOLERANCES["float64"]
     real = rng.standard_normal((2, n))
-    got = emulate.fft_1d(real, "r2c", n, fused=fused)
+    got = emulate.fft_1d(real, "r2c", n, blocks=blocks)
     assert rel_l2(got, np.fft.rfft(real)) <= TOLERANCES["float64"]
     half = np.fft.rfft(real)
-    back = emulate.fft_1d(half, "c2r", n, sign=1, scale=1.0 / n, fused=fused)
+    back = emulate.fft_1d(half, "c2r", n, sign=1, scale=1.0 / n, blocks=blocks)
     assert rel_l2(back, np.fft.irfft(half, n)) <= TOLERANCES["float64"]
 
 
-@pytest.mark.parametrize("n", [2, 7, 17, 64, 97, 1000, 1031])
+@pytest.mark.parametrize("n", [5000, 8192, 4097])
+def test_emulated_four_step_float64(n, rng):
+    """Beyond one block (float64 holds 4096 points): two block kernels with staged columns
+    and the four-step twiddle; 4097 is Bluestein over a four-step length."""
+    x = _complex(rng, (2, n))
+    assert rel_l2(emulate.fft_1d(x, "c2c", n), np.fft.fft(x)) <= TOLERANCES["float64"]
+    real = rng.standard_normal((2, n))
+    assert rel_l2(emulate.fft_1d(real, "r2c", n), np.fft.rfft(real)) <= TOLERANCES["float64"]
+    half = np.fft.rfft(real)
+    back = emulate.fft_1d(half, "c2r", n, sign=1, scale=1.0 / n)
+    assert rel_l2(back, np.fft.irfft(half, n)) <= TOLERANCES["float64"]
+
+
+def test_block_plans():
+    """Stage radices, threads and packing the planner picks (what the kernels are built on)."""
+    assert plan.stage_radices(1024) == (16, 16, 4)
+    assert plan.stage_radices(1000) == (10, 10, 10)
+    assert plan.stage_radices(17) is None
+    spec = plan.block(1024, -1, "float32", plan.LoadSpec(), plan.StoreSpec())
+    assert (spec.threads, spec.per_block) == (64, 4)
+    assert spec.shared_bytes == 4 * plan.skewed(1024, "float32") * 8
+    assert plan.block_fits(8192, "float32") and not plan.block_fits(8192, "float64")
+    assert plan.four_step_split(2**24, "float32") == (4096, 4096)
+    assert plan.four_step_split(2**27, "float32") is None  # three factors: passes
+    # 7203 = 3 7^4: one thread per radix-7 butterfly would be 1029 > 1024 threads
+    assert plan.block(7203, -1, "float32", plan.LoadSpec(), plan.StoreSpec()).threads == 343
+
+
+@pytest.mark.parametrize("n", [2, 7, 17, 64, 97, 1000, 1031, 7203])
 def test_emulated_float32_within_3x_numpy(n, rng):
     x = _complex(rng, (4, n))
     ref = np.fft.fft(x)
@@ -121,24 +149,29 @@ class _Recorder:
 
 
 def _families():
-    from specux.kernels.codegen.fft import fused_source_key, source_key
+    from specux.kernels.codegen.block import block_source_key
+    from specux.kernels.codegen.fft import source_key
     from specux.kernels.fft_exec import Strides, transform_1d
-    from specux.kernels.plan import FusedSpec
+    from specux.kernels.plan import BlockSpec
 
     recorder = _Recorder()
-    strides = Strides(1, 0, 0, 1)
+    rows, columns = Strides(1, 0, 0, 1), Strides(8, 0, 1, 8)
     for kind in ("c2c", "r2c", "c2r"):
         for storage in ("float16", "float32", "float64"):
             precision = "float64" if storage == "float64" else "float32"
-            for n in (1, 2, 3, 4, 5, 7, 8, 11, 13, 17, 1000, 4096 * 3, 5003):
+            # block sizes (radices 2..16, pack), Bluestein, four-step (2 * 4096 * 3), passes
+            for n in (1, 2, 3, 4, 5, 7, 8, 11, 13, 16, 17, 1000, 1024, 4096 * 6, 5003, 2**27):
                 for sign in (-1, 1):
-                    for allow_fused in (True, False):
-                        transform_1d(recorder, None, None, n=n, kind=kind, sign=sign,
-                                     scale=1.0, precision=precision, batch=1,
-                                     src_storage=storage, dst_storage=storage,
-                                     src_strides=strides, dst_strides=strides,
-                                     allow_fused=allow_fused)  # fmt: skip
-    keys = {fused_source_key(s) if isinstance(s, FusedSpec) else source_key(s)
+                    for strides in (rows, columns):
+                        for use_blocks in (True, False):
+                            if n == 2**27 and not use_blocks:
+                                continue
+                            transform_1d(recorder, None, None, n=n, kind=kind, sign=sign,
+                                         scale=1.0, precision=precision, batch=1,
+                                         src_storage=storage, dst_storage=storage,
+                                         src_strides=strides, dst_strides=strides,
+                                         use_blocks=use_blocks)  # fmt: skip
+    keys = {block_source_key(s) if isinstance(s, BlockSpec) else source_key(s)
             for s in recorder.specs}  # fmt: skip
     return sorted(keys, key=repr)
 
@@ -146,19 +179,24 @@ def _families():
 def test_every_kernel_family_compiles_with_nvrtc():
     pytest.importorskip("cuda.bindings")
     from specux.compat import cuda
+    from specux.kernels.codegen.block import BLOCK_NAME, render_block
     from specux.kernels.codegen.dialects import CUDA
-    from specux.kernels.codegen.fft import FUSED_NAME, KERNEL_NAME, render_fused, render_pass
+    from specux.kernels.codegen.fft import KERNEL_NAME, render_pass
     from specux.kernels.cuda.compiler import compile_cubin
-    from specux.kernels.plan import FusedSpec
+    from specux.kernels.plan import BlockSpec
 
     if cuda.nvrtc_location()[0] is None:
         pytest.skip("no NVRTC library (pip install nvidia-cuda-nvrtc)")
     families = _families()
+    blocks = [spec for spec in families if isinstance(spec, BlockSpec)]
     assert len(families) > 100  # radices x modes x storages x directions
-    assert any(isinstance(spec, FusedSpec) for spec in families)
+    # every block feature is among them: pack both ways, staged both ways, four-step twist
+    assert {spec.pack for spec in blocks} == {"", "r2c", "c2r"}
+    assert any(spec.load_staged and spec.store_staged and spec.twist for spec in blocks)
+    assert any(spec.store_staged and spec.split and not spec.twist for spec in blocks)
     for spec in families:
-        if isinstance(spec, FusedSpec):
-            cubin = compile_cubin(render_fused(spec, CUDA), name=FUSED_NAME, arch="sm_90")
+        if isinstance(spec, BlockSpec):
+            cubin = compile_cubin(render_block(spec, CUDA), name=BLOCK_NAME, arch="sm_90")
         else:
             cubin = compile_cubin(render_pass(spec, CUDA), name=KERNEL_NAME, arch="sm_90")
         assert cubin[:4] == b"\x7fELF"

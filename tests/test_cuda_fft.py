@@ -39,8 +39,16 @@ def _check_f32(x32_gpu, ours, ref_fn, cufft):
 SMALL = list(range(1, 4097))
 
 
+@pytest.fixture(scope="module")
+def compiled_sweep():
+    """Every length is its own kernel: compile the sweeps' kernels on all cores first."""
+    from specux.kernels.cuda.fft import precompile
+
+    return precompile(SMALL + _primes(5000))
+
+
 @pytest.mark.parametrize("chunk", range(0, 4096, 256))
-def test_every_size_up_to_4096_float32(chunk):
+def test_every_size_up_to_4096_float32(chunk, compiled_sweep):
     for n in SMALL[chunk : chunk + 256]:
         x = _data((3, n), seed=n).cuda()
         _check_f32(x, specux.fft(x), np.fft.fft, torch.fft.fft(x))
@@ -55,7 +63,7 @@ def _primes(limit):
     return np.nonzero(sieve)[0].tolist()
 
 
-def test_every_prime_below_5000_forward_and_inverse():
+def test_every_prime_below_5000_forward_and_inverse(compiled_sweep):
     for p in _primes(5000):
         x = _data((2, p), seed=p).cuda()
         _check_f32(x, specux.fft(x), np.fft.fft, torch.fft.fft(x))

@@ -19,5 +19,12 @@ for n in (1, 2, 7, 8, 12, 17, 64, 97, 1000, 1031):
     specux.rfft(r)
     specux.rfft(r.half())
     specux.rfftn(torch.randn(3, 4, n, device="cuda", dtype=torch.float64))
+# staged block columns (transform along a leading axis) and the four-step pair (> 8192 points,
+# Bluestein over a four-step length for 10007), float32 and float64
+for dtype in (torch.complex64, torch.complex128):
+    specux.fft(torch.randn(64, 5, dtype=dtype, device="cuda"), dim=0)
+    specux.fft(torch.randn(12000, 3, dtype=dtype, device="cuda"), dim=0)
+    specux.ifft(torch.randn(2, 10007, dtype=dtype, device="cuda"))
+    specux.irfft(torch.randn(2, 6001, dtype=dtype, device="cuda"))
 torch.cuda.synchronize()
 print("sanitize workload done")

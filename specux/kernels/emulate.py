@@ -1,5 +1,6 @@
 """Host emulation: the generated kernels rendered in the C++ dialect, built with the system
-compiler and run one loop iteration per GPU thread, on numpy buffers.
+compiler and run on numpy buffers: pass kernels one loop iteration per GPU thread, block
+kernels one host thread per GPU thread with a std::barrier per block (SIMT emulation).
 
 It checks the generator's indexing and numerics on any machine (CI has no GPU). Not a
 backend for users: it is slow and needs a C++20 compiler (g++ or clang++).
@@ -17,20 +18,16 @@ import tempfile
 
 import numpy as np
 
-from specux.kernels.codegen.dialects import CPP
-from specux.kernels.codegen.fft import (
-    FUSED_NAME,
-    FUSED_PARAMS,
-    KERNEL_NAME,
-    PARAMS,
-    arg_types,
-    fused_source_key,
-    render_fused,
-    render_pass,
-    source_key,
+from specux.kernels.codegen.block import (
+    BLOCK_NAME,
+    BLOCK_PARAMS,
+    block_source_key,
+    render_block,
 )
+from specux.kernels.codegen.dialects import CPP
+from specux.kernels.codegen.fft import KERNEL_NAME, PARAMS, arg_types, render_pass, source_key
 from specux.kernels.fft_exec import Strides, transform_1d
-from specux.kernels.plan import FusedSpec, PassSpec
+from specux.kernels.plan import BlockSpec, PassSpec
 
 _COMPLEX = {"float32": np.complex64, "float64": np.complex128}
 
@@ -41,7 +38,7 @@ def compiler() -> str | None:
 
 
 @functools.cache
-def _build(source: str, name: str, params: tuple) -> ctypes.CDLL:
+def _build(source: str, name: str, params: tuple, extra: int) -> ctypes.CDLL:
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
     folder = os.path.join(tempfile.gettempdir(), f"specux-emulate-{os.getuid()}")
     os.makedirs(folder, exist_ok=True)
@@ -51,29 +48,32 @@ def _build(source: str, name: str, params: tuple) -> ctypes.CDLL:
         with open(source_path, "w") as f:
             f.write(source)
         partial = f"{library}.{os.getpid()}.tmp"
-        cmd = [compiler(), "-std=c++20", "-O1", "-shared", "-fPIC", source_path, "-o", partial]
+        cmd = [compiler(), "-std=c++20", "-O0", "-pthread", "-shared", "-fPIC", source_path,
+               "-o", partial]  # fmt: skip
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"host build of {source_path} failed:\n{result.stderr}")
         os.replace(partial, library)
     lib = ctypes.CDLL(library)
     entry = getattr(lib, name)
-    entry.argtypes = [ctypes.c_longlong, *arg_types(params)]
+    entry.argtypes = [ctypes.c_longlong] * extra + list(arg_types(params))
     entry.restype = None
     return lib
 
 
 @functools.lru_cache(maxsize=1024)
-def _entry_for_key(key: PassSpec | FusedSpec):
-    if isinstance(key, FusedSpec):
-        return getattr(_build(render_fused(key, CPP), FUSED_NAME, FUSED_PARAMS), FUSED_NAME)
-    return getattr(_build(render_pass(key, CPP), KERNEL_NAME, PARAMS), KERNEL_NAME)
+def _entry_for_key(key: PassSpec | BlockSpec):
+    if isinstance(key, BlockSpec):
+        # (blocks, threads per block, shared bytes, kernel arguments...)
+        return getattr(_build(render_block(key, CPP), BLOCK_NAME, BLOCK_PARAMS, 3), BLOCK_NAME)
+    # (threads, kernel arguments...)
+    return getattr(_build(render_pass(key, CPP), KERNEL_NAME, PARAMS, 1), KERNEL_NAME)
 
 
 @functools.lru_cache(maxsize=4096)
-def entry(spec: PassSpec | FusedSpec):
+def entry(spec: PassSpec | BlockSpec):
     """The host function of a kernel (one build per distinct source)."""
-    key = fused_source_key(spec) if isinstance(spec, FusedSpec) else source_key(spec)
+    key = block_source_key(spec) if isinstance(spec, BlockSpec) else source_key(spec)
     return _entry_for_key(key)
 
 
@@ -97,8 +97,10 @@ class HostBackend:
         return buffer.ctypes.data
 
     def launch(self, spec, grid: int, block: int, shared: int, args: tuple) -> None:
-        # Pass kernels run one loop step per thread; fused kernels one per block.
-        entry(spec)(grid if isinstance(spec, FusedSpec) else grid * block, *args)
+        if isinstance(spec, BlockSpec):  # one host thread per GPU thread of a block
+            entry(spec)(grid, block, shared, *args)
+        else:  # pass kernels: one loop step per GPU thread
+            entry(spec)(grid * block, *args)
 
 
 _STORAGE = {
@@ -111,7 +113,7 @@ _STORAGE = {
 
 
 def fft_1d(x: np.ndarray, kind: str, n: int, sign: int = -1, scale: float = 1.0,
-           axis: int = -1, fused: bool = True) -> np.ndarray:  # fmt: skip
+           axis: int = -1, blocks: bool = True) -> np.ndarray:  # fmt: skip
     """An FFT along ``axis`` computed by the emulated kernels (tests compare it with numpy).
 
     ``x`` is complex (c2c), real (r2c) or a half spectrum (c2r); float16 storage is a
@@ -139,6 +141,6 @@ def fft_1d(x: np.ndarray, kind: str, n: int, sign: int = -1, scale: float = 1.0,
         backend, x, out, n=n, kind=kind, sign=sign, scale=scale, precision=precision,
         batch=batch, src_storage=storage, dst_storage=storage,
         src_strides=Strides.along(tuple(shape), axis),
-        dst_strides=Strides.along(tuple(out_shape), axis), allow_fused=fused,
+        dst_strides=Strides.along(tuple(out_shape), axis), use_blocks=blocks,
     )  # fmt: skip
     return out

@@ -13,25 +13,23 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from specux.kernels.codegen.fft import fused_launch_args, launch_sizes
+from specux.kernels.codegen.block import block_launch_sizes
+from specux.kernels.codegen.fft import launch_sizes
 from specux.kernels.plan import (
     CANONICAL,
     USER,
-    FusedSpec,
+    BlockSpec,
     LoadSpec,
     PassSpec,
     StoreSpec,
+    block,
+    block_fits,
     bluestein_length,
     factorize,
-    fused,
+    four_step_split,
     passes,
+    stage_radices,
 )
-
-# The fused one-block kernel is correct (host emulation; memcheck and racecheck clean on an
-# H200) but, measured with bench/fft.py, still slower than the pass kernels: its 64-bit index
-# arithmetic and per-butterfly float64 twiddles dominate once memory traffic is gone. It stays
-# opt-in until 32-bit indexing and twiddle tables land.
-FUSED_BY_DEFAULT = False
 
 _LOAD_MODE = {"c2c": "complex", "r2c": "real", "c2r": "hermitian"}
 _STORE_MODE = {"c2c": "complex", "r2c": "half", "c2r": "real"}
@@ -58,7 +56,7 @@ class Strides:
 class Backend(Protocol):
     def scratch(self, count: int, precision: str) -> Any: ...
     def table(self, key: tuple, values: np.ndarray, precision: str) -> Any: ...
-    def launch(self, spec: PassSpec | FusedSpec, grid: int, block: int, shared: int,
+    def launch(self, spec: PassSpec | BlockSpec, grid: int, block: int, shared: int,
                args: tuple) -> None: ...  # fmt: skip
     def pointer(self, buffer: Any) -> int: ...
 
@@ -100,20 +98,110 @@ def transform_1d(
     dst_storage: str,
     src_strides: Strides,
     dst_strides: Strides,
-    allow_fused: bool = FUSED_BY_DEFAULT,
+    use_blocks: bool = True,
 ) -> None:
     """One batch of ``n``-point transforms from ``src`` to ``dst`` (user layouts).
 
     kind ``c2c``: complex in and out; ``r2c``: real in, bins 0..n/2 out; ``c2r``: bins
     0..n/2 in (Hermitian), real out. ``sign`` -1 forward, +1 inverse; ``scale`` multiplies
-    the result (the normalization). With ``allow_fused``, lengths that fit a block run as
-    one fused kernel instead of one kernel per pass.
+    the result (the normalization). Lengths whose points fit a thread block run as one block
+    kernel, longer smooth lengths as two (four-step); ``use_blocks=False`` (tests) and
+    lengths beyond two blocks run one global-memory kernel per radix pass instead.
+
+    The launches are planned once per distinct call (cached); a repeated call only binds
+    buffers and launches.
     """
     if batch == 0:
         return
+    program = _program(n, kind, sign, float(scale), precision, batch, src_storage, dst_storage,
+                       src_strides, dst_strides, use_blocks)  # fmt: skip
+    program.run(backend, src, dst)
+
+
+class _Ref:
+    """A buffer of a planned program, bound to a real one when it runs."""
+
+    __slots__ = ("kind", "key")
+
+    def __init__(self, kind: str, key: Any = None) -> None:
+        self.kind, self.key = kind, key
+
+
+_SRC, _DST = _Ref("src"), _Ref("dst")
+
+
+class _Program:
+    """What a transform launches, recorded by running the orchestration on a planning
+    backend: scratch sizes, tables, and each launch with buffer references in its args."""
+
+    def __init__(self) -> None:
+        self.scratch: list[tuple[_Ref, int, str]] = []
+        self.tables: list[tuple[_Ref, tuple, np.ndarray, str]] = []
+        self.launches: list[tuple[Any, int, int, int, tuple]] = []
+
+    # the planning backend
+    def scratch_buffer(self, count: int, precision: str) -> _Ref:
+        ref = _Ref("scratch")
+        self.scratch.append((ref, count, precision))
+        return ref
+
+    def table_buffer(self, key: tuple, values: np.ndarray, precision: str) -> _Ref:
+        for ref, known, _, known_precision in self.tables:
+            if (known, known_precision) == (key, precision):
+                return ref
+        ref = _Ref("table", key)
+        self.tables.append((ref, key, values, precision))
+        return ref
+
+    def launch(self, spec, grid: int, block: int, shared: int, args: tuple) -> None:
+        self.launches.append((spec, grid, block, shared, args))
+
+    def run(self, backend: Backend, src: Any, dst: Any) -> None:
+        pointers = {id(_SRC): backend.pointer(src), id(_DST): backend.pointer(dst)}
+        keep = []  # scratch stays referenced until every launch is queued
+        for ref, count, precision in self.scratch:
+            buffer = backend.scratch(count, precision)
+            keep.append(buffer)
+            pointers[id(ref)] = backend.pointer(buffer)
+        for ref, key, values, precision in self.tables:
+            buffer = backend.table(key, values, precision)
+            keep.append(buffer)
+            pointers[id(ref)] = backend.pointer(buffer)
+        for spec, grid, threads, shared, args in self.launches:
+            bound = tuple(pointers[id(a)] if type(a) is _Ref else a for a in args)
+            backend.launch(spec, grid, threads, shared, bound)
+
+
+class _Planner:
+    """fft_exec.Backend that records into a _Program (pointers stay references)."""
+
+    def __init__(self, program: _Program) -> None:
+        self.program = program
+        self.scratch = program.scratch_buffer
+        self.table = program.table_buffer
+        self.launch = program.launch
+
+    @staticmethod
+    def pointer(buffer: Any) -> Any:
+        return buffer
+
+
+@functools.lru_cache(maxsize=512)
+def _program(n, kind, sign, scale, precision, batch, src_storage, dst_storage, src_strides,
+             dst_strides, use_blocks) -> _Program:  # fmt: skip
+    program = _Program()
+    _orchestrate(_Planner(program), _SRC, _DST, n=n, kind=kind, sign=sign, scale=scale,
+                 precision=precision, batch=batch, src_storage=src_storage,
+                 dst_storage=dst_storage, src_strides=src_strides, dst_strides=dst_strides,
+                 use_blocks=use_blocks)  # fmt: skip
+    return program
+
+
+def _orchestrate(backend, src, dst, *, n, kind, sign, scale, precision, batch, src_storage,
+                 dst_storage, src_strides, dst_strides, use_blocks) -> None:  # fmt: skip
     load = LoadSpec(USER, _LOAD_MODE[kind], src_storage)
     store = StoreSpec(USER, _STORE_MODE[kind], dst_storage, scaled=True, logical=n)
-    run = functools.partial(_transform, backend, batch=batch, allow_fused=allow_fused)
+    run = functools.partial(_transform, backend, batch=batch, use_blocks=use_blocks)
     if factorize(n) is not None:
         run(n, sign, precision, load, store, src, dst, scale, src_strides, dst_strides)
         return
@@ -136,16 +224,116 @@ _NONE = Strides(1, 0, 0, 0)
 _PASS_BLOCK = 256
 
 
-def _fused_threads(n: int) -> int:
-    """Threads per fused block: about one per 4 points, whole warps, 32 to 256."""
-    return max(32, min(256, -(-n // 4 // 32) * 32))
+def _rows(n: int) -> Strides:
+    """Contiguous rows of ``n`` elements (the scratch layout)."""
+    return Strides(1, n, 0, 1)
+
+
+@functools.lru_cache(maxsize=256)
+def _roots(n: int) -> np.ndarray:
+    """exp(-2 pi i m / n), m < n, in float64 (the block kernels' twiddle table)."""
+    out = np.exp(-2j * np.pi * (np.arange(n, dtype=np.float64) / n))
+    out.flags.writeable = False
+    return out
 
 
 def _transform(
     backend, n, sign, precision, load, store, src, dst, scale, src_strides, dst_strides, *,
-    batch, allow_fused, load_table=None, store_table=None,
+    batch, use_blocks, load_table=None, store_table=None,
 ) -> None:  # fmt: skip
-    """One transform of ``n`` points: a fused kernel if it fits a block, else passes."""
+    """One transform of ``n`` points: a block kernel, a four-step pair of them, or passes."""
+    if use_blocks:
+        ins = src_strides or _rows(n)
+        outs = dst_strides or _rows(n)
+        if block_fits(n, precision) or _pack(n, precision, load, store):
+            _block(backend, n, sign, precision, load, store, src, dst, scale, ins, outs,
+                   batch, load_table, store_table)  # fmt: skip
+            return
+        split = four_step_split(n, precision)
+        if split is not None:
+            _four_step(backend, split, sign, precision, load, store, src, dst, scale, ins, outs,
+                       batch, load_table, store_table)  # fmt: skip
+            return
+    _passes(backend, n, sign, precision, load, store, src, dst, scale, src_strides,
+            dst_strides, batch, load_table, store_table)  # fmt: skip
+
+
+def _pack(n, precision, load, store) -> str:
+    """``r2c`` / ``c2r`` when the real transform runs as a half-length complex one."""
+    if n % 2 or load.table or store.table or load.valid or store.valid:
+        return ""
+    if not block_fits(n // 2, precision):
+        return ""
+    if load.mode == "real" and store.mode == "half":
+        return "r2c"
+    if load.mode == "hermitian" and store.mode == "real":
+        return "c2r"
+    return ""
+
+
+def _block_args(
+    backend, src, dst, table, load_table, store_table, batch, scale, ins, outs,
+    cols, in_cm, in_jm, out_cm, out_jm, load_valid, store_valid, logical, total,
+):  # fmt: skip
+    def ptr(buffer):
+        return backend.pointer(buffer) if buffer is not None else 0
+
+    return (
+        ptr(src), ptr(dst), ptr(table), ptr(load_table), ptr(store_table), batch, float(scale),
+        ins.inner, ins.outer_stride, ins.inner_stride, ins.elem_stride,
+        outs.inner, outs.outer_stride, outs.inner_stride, outs.elem_stride,
+        cols, in_cm, in_jm, out_cm, out_jm, load_valid, store_valid, logical, total,
+    )  # fmt: skip
+
+
+def _launch_block(backend, spec: BlockSpec, batch: int, args: tuple) -> None:
+    table = backend.table(("roots", spec.table_n), _roots(spec.table_n), spec.precision)
+    args = args[:2] + (backend.pointer(table),) + args[3:]
+    grid, threads, shared = block_launch_sizes(spec, batch)
+    backend.launch(spec, grid, threads, shared, args)
+
+
+def _block(backend, n, sign, precision, load, store, src, dst, scale, ins, outs, batch,
+           load_table, store_table) -> None:  # fmt: skip
+    pack = _pack(n, precision, load, store)
+    size = n // 2 if pack else n
+    # Strided elements with adjacent transforms: move whole tiles through shared memory.
+    load_staged = not pack and ins.elem_stride != 1 and ins.inner > 1 and ins.inner_stride == 1
+    store_staged = not pack and outs.elem_stride != 1 and outs.inner > 1 and outs.inner_stride == 1
+    if pack or not block_fits(size, precision):
+        load_staged = store_staged = False
+    spec = block(size, sign, precision, load, store, load_staged=load_staged,
+                 store_staged=store_staged, pack=pack, unit_in=ins.elem_stride == 1,
+                 unit_out=outs.elem_stride == 1)  # fmt: skip
+    args = _block_args(backend, src, dst, None, load_table, store_table, batch, scale, ins,
+                       outs, 1, 0, 1, 0, 1, load.valid or n, store.valid or n,
+                       store.logical or n, 0)  # fmt: skip
+    _launch_block(backend, spec, batch, args)
+
+
+def _four_step(backend, split, sign, precision, load, store, src, dst, scale, ins, outs,
+               batch, load_table, store_table) -> None:  # fmt: skip
+    """n = n1 n2: n1-point columns (stride n2) times the twiddles, then n2-point rows, the
+    result stored transposed; both are block kernels with staged (coalesced) columns."""
+    n1, n2 = split
+    n = n1 * n2
+    scratch = backend.scratch(batch * n, precision)
+    first = block(n1, sign, precision, load, StoreSpec(), load_staged=True, store_staged=True,
+                  split=True, twist=True)  # fmt: skip
+    args = _block_args(backend, src, scratch, None, load_table, None, batch * n2, 1.0, ins,
+                       _rows(n), n2, 1, n2, 1, n2, load.valid or n, n, n, n)  # fmt: skip
+    _launch_block(backend, first, batch * n2, args)
+    second = block(n2, sign, precision, LoadSpec(), store, store_staged=True, split=True,
+                   unit_in=True)
+    args = _block_args(backend, scratch, dst, None, None, store_table, batch * n1, scale,
+                       _rows(n), outs, n1, n2, 1, 1, n1, n, store.valid or n,
+                       store.logical or n, n)  # fmt: skip
+    _launch_block(backend, second, batch * n1, args)
+
+
+def _passes(backend, n, sign, precision, load, store, src, dst, scale, src_strides,
+            dst_strides, batch, load_table, store_table) -> None:  # fmt: skip
+    """One global-memory kernel per radix pass (any smooth length; the fallback)."""
 
     def common(source, target, first, last, ins, outs):
         ins, outs = ins or _NONE, outs or _NONE
@@ -158,11 +346,6 @@ def _transform(
             outs.inner, outs.outer_stride, outs.inner_stride, outs.elem_stride,
         )  # fmt: skip
 
-    spec = fused(n, sign, precision, load, store) if allow_fused else None
-    if spec is not None:
-        args = common(src, dst, True, True, src_strides, dst_strides) + fused_launch_args(spec)
-        backend.launch(spec, batch, _fused_threads(n), spec.shared_bytes, args)
-        return
     chain = passes(n, sign, precision, load, store)
     count = min(2, len(chain) - 1)
     buffers = [backend.scratch(batch * n, precision) for _ in range(count)]
@@ -177,4 +360,4 @@ def _transform(
         current = target
 
 
-__all__ = ["CANONICAL", "Strides", "transform_1d"]
+__all__ = ["CANONICAL", "Strides", "stage_radices", "transform_1d"]

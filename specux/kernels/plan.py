@@ -130,43 +130,141 @@ def passes(n: int, sign: int, precision: str, load: LoadSpec, store: StoreSpec):
     return tuple(out)
 
 
-# Fused single-block kernels keep two copies of the transform in shared memory; 64 KiB holds
-# 4096 complex64 or 2048 complex128 points (H200 blocks may opt in to 227 KiB).
-FUSED_SHARED_BYTES = 64 * 1024
+# A block kernel keeps its transforms in shared memory (real and imaginary parts in separate,
+# skewed arrays); one transform's points must fit this many bytes, so float32 runs up to 8192
+# points in a block and float64 up to 4096. Longer lengths run as two block launches (four-step).
+BLOCK_BYTES = 64 * 1024
 _COMPLEX_BYTES = {"float32": 8, "float64": 16}
-RADIX_CODE = {1: 0, 2: 1, 3: 2, 4: 3, 5: 4, 7: 5, 8: 6, 11: 7, 13: 8}
+MAX_THREADS = 1024  # a CUDA thread block's limit
+STAGE_RADIX_MAX = 16  # stage radices are products of prime factors up to this
+
+
+def _primes(n: int) -> list[int] | None:
+    out, rest = [], n
+    for p in (2, 3, 5, 7, 11, 13):
+        while rest % p == 0:
+            out.append(p)
+            rest //= p
+    return out if rest == 1 else None
+
+
+def stage_radices(n: int) -> tuple[int, ...] | None:
+    """``n``'s prime factors grouped into as few stage radices <= 16 as greedy packing finds
+    (1024 -> 16, 16, 4; 1000 -> 10, 10, 10), or None if a prime factor is above 13."""
+    primes = _primes(n)
+    if primes is None:
+        return None
+    primes.sort(reverse=True)
+    radices: list[int] = []
+    while primes:
+        radix = primes.pop(0)
+        for p in sorted(primes, reverse=True):
+            if radix * p <= STAGE_RADIX_MAX:
+                radix *= p
+                primes.remove(p)
+        radices.append(radix)
+    return tuple(sorted(radices, reverse=True))
+
+
+# Shared memory holds complex values with index j at j + (j >> SKEW): one pad slot per 16
+# complex64 (per 8 complex128), one bank sweep of a half (quarter) warp's 8 (16) byte accesses,
+# so the power-of-two strides of the stage writes do not pile onto one bank.
+SKEW = {"float32": 4, "float64": 3}
+
+
+def skewed(n: int, precision: str) -> int:
+    """Shared-memory slots of an ``n``-point array stored with :data:`SKEW` padding."""
+    return n + ((n - 1) >> SKEW[precision]) + 1 if n else 0
 
 
 @dataclass(frozen=True)
-class FusedSpec:
-    """A whole ``n``-point transform in one block: load to shared memory, every radix pass
-    there (barriers between), store. ``radices`` and ``n`` are launch arguments."""
+class BlockSpec:
+    """``per_block`` transforms of ``n`` points in one thread block, ``threads`` per transform.
+
+    Stages of radix ``radices`` run in registers with shared memory as the exchange; twiddles
+    come from a float64-derived table of ``table_n`` roots (``table_n`` is a multiple of
+    ``n``). ``load_staged`` / ``store_staged`` move data between global and shared memory with
+    the block's transforms interleaved (coalesced when the transforms, not their elements, are
+    adjacent in memory). ``pack``: ``r2c`` runs an n-point complex transform of 2n real points
+    (even / odd samples as re / im) and untangles the 2n-point half spectrum at the end;
+    ``c2r`` is its inverse. ``split``: the transform is one column of a four-step pipeline
+    (launch arguments map (transform, element) to the logical index); ``twist`` multiplies
+    each output by the four-step twiddle exp(sign 2 pi i column * element / total).
+    """
 
     n: int
     radices: tuple[int, ...]
     sign: int
     precision: str
+    threads: int
+    per_block: int
     load: LoadSpec = LoadSpec()
     store: StoreSpec = StoreSpec()
+    load_staged: bool = False
+    store_staged: bool = False
+    pack: str = ""  # "" | r2c | c2r
+    split: bool = False
+    twist: bool = False
+    unit_in: bool = False  # element j of a transform is at row base + logical offset + j
+    unit_out: bool = False
+
+    @property
+    def table_n(self) -> int:
+        return 2 * self.n if self.pack else self.n
+
+    @property
+    def block_threads(self) -> int:
+        return self.threads * self.per_block
 
     @property
     def shared_bytes(self) -> int:
-        return 2 * self.n * _COMPLEX_BYTES[self.precision]
-
-    @property
-    def radix_code(self) -> int:
-        """4 bits per pass (index into RADIX_CODE), first pass in the low bits."""
-        code = 0
-        for index, radix in enumerate(self.radices):
-            code |= RADIX_CODE[radix] << (4 * index)
-        return code
+        return self.per_block * skewed(self.n, self.precision) * _COMPLEX_BYTES[self.precision]
 
 
-def fused(n: int, sign: int, precision: str, load: LoadSpec, store: StoreSpec):
-    """The one-kernel plan of an ``n``-point transform, or None if it does not fit a block."""
-    radices = factorize(n)
-    if radices is None or 2 * n * _COMPLEX_BYTES[precision] > FUSED_SHARED_BYTES:
+def block_fits(n: int, precision: str) -> bool:
+    return n * _COMPLEX_BYTES[precision] <= BLOCK_BYTES and stage_radices(n) is not None
+
+
+def block(
+    n: int, sign: int, precision: str, load: LoadSpec, store: StoreSpec, *,
+    load_staged: bool = False, store_staged: bool = False, pack: str = "",
+    split: bool = False, twist: bool = False, unit_in: bool = False, unit_out: bool = False,
+) -> BlockSpec:  # fmt: skip
+    """The block kernel of an ``n``-point transform (``block_fits`` must hold)."""
+    radices = stage_radices(n)
+    if radices is None or not block_fits(n, precision):
+        raise ValueError(f"{n} points do not fit one block in {precision}")
+    # One thread per butterfly of the widest stage, at most a block's 1024 (then each thread
+    # takes several: the fewest that divide evenly, so staged transfers stay whole).
+    threads = max(1, n // radices[0]) if radices else 1
+    share = 1
+    while threads // share > MAX_THREADS or threads % share:
+        share += 1
+    threads //= share
+    staged = load_staged or store_staged
+    # About 256 threads a block; staged transfers want >= 32 contiguous bytes per row (16 for
+    # the longest transforms, whose neighbours' halves of a sector then come from L2).
+    per_block = max(1, 256 // threads)
+    if staged:
+        per_block = max(per_block, 32 // _COMPLEX_BYTES[precision])
+    per_block = min(per_block, max(1, 512 // threads))
+    row_bytes = skewed(n, precision) * _COMPLEX_BYTES[precision]
+    while per_block > 1 and per_block * row_bytes > 100 * 1024:
+        per_block -= 1
+    return BlockSpec(n, radices, sign, precision, threads, per_block, load, store,
+                     load_staged, store_staged, pack, split, twist, unit_in, unit_out)  # fmt: skip
+
+
+def four_step_split(n: int, precision: str) -> tuple[int, int] | None:
+    """n = n1 * n2 with both halves fitting a block, as balanced as possible, or None."""
+    best = None
+    for n1 in range(2, int(n**0.5) + 2):
+        if n % n1:
+            continue
+        n2 = n // n1
+        if block_fits(n1, precision) and block_fits(n2, precision):
+            best = (n1, n2)  # the last one found is the most balanced (n1 <= sqrt(n))
+    if best is None:
         return None
-    if len(radices) > 15:
-        return None
-    return FusedSpec(n, radices, sign, precision, load, store)
+    n1, n2 = best
+    return (n2, n1) if n2 < n1 else best

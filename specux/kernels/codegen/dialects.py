@@ -19,9 +19,10 @@ class Dialect:
     # The kernel: an entry point that runs ``body`` once per thread id ``gid``.
     kernel_open: str  # format fields: name, params
     kernel_close: str
-    # The fused (one block per transform) kernel: shared memory, block and thread ids, barrier.
-    fused_open: str  # format fields: name, params
-    fused_close: str  # format fields: name, params, args
+    # The block kernel: ``tid`` (int), ``block`` (long long), dynamic shared memory
+    # ``specux_shared`` (unsigned char*), and ``barrier`` between the block's threads.
+    block_open: str  # format fields: name, params, threads
+    block_close: str  # format fields: name, params, args
     barrier: str
 
 
@@ -39,8 +40,11 @@ __device__ __forceinline__ void specux_sincospi(double x, double* s, double* c) 
 """
 
 _CPP_PRELUDE = r"""
+#include <algorithm>
+#include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <thread>
 #include <cstring>
 #include <vector>
 static inline float specux_h2f(unsigned short h) {
@@ -72,14 +76,13 @@ CUDA = Dialect(
         "    const long long gid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
     ),
     kernel_close="}}\n",
-    fused_open=(
-        'extern "C" __global__ void {name}({params}) {{\n'
+    block_open=(
+        'extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{\n'
         "    extern __shared__ __align__(16) unsigned char specux_shared[];\n"
-        "    cpx* smem = (cpx*)specux_shared;\n"
-        "    const long long b = blockIdx.x;\n"
-        "    const long long tid = threadIdx.x, nthreads = blockDim.x;\n"
+        "    const int tid = threadIdx.x;\n"
+        "    const long long block = blockIdx.x;\n"
     ),
-    fused_close="}}\n",
+    block_close="}}\n",
     barrier="__syncthreads();",
 )
 
@@ -97,21 +100,31 @@ CPP = Dialect(
         "    for (long long gid = 0; gid < threads; ++gid) {name}_thread(gid, {args});\n"
         "}}\n"
     ),
-    # One host thread runs each block: every loop over `tid` covers all work items in turn,
-    # so the phases between barriers run in order and the barrier itself is empty.
-    fused_open=(
-        "static inline void {name}_block(long long b, {params}) {{\n"
-        "    std::vector<cpx> specux_shared(2 * n + 1);\n"
-        "    cpx* smem = specux_shared.data();\n"
-        "    const long long tid = 0, nthreads = 1;\n"
+    # SIMT emulation: one host thread per GPU thread of a block, std::barrier for the block
+    # barrier; shared memory is handed in (filled with NaN bytes, so reads of slots nobody wrote
+    # show up in the results); blocks run one after another.
+    block_open=(
+        "static inline void {name}_lane(int tid, long long block, unsigned char* specux_shared,\n"
+        "                               std::barrier<>* specux_barrier, {params}) {{\n"
     ),
-    fused_close=(
+    block_close=(
         "}}\n"
-        'extern "C" void {name}(long long blocks, {params}) {{\n'
-        "    for (long long b = 0; b < blocks; ++b) {name}_block(b, {args});\n"
+        "extern \"C\" void {name}(long long blocks, long long threads, long long shared,\n"
+        "                         {params}) {{\n"
+        "    std::vector<unsigned char> memory(shared + 16);\n"
+        "    for (long long block = 0; block < blocks; ++block) {{\n"
+        "        std::fill(memory.begin(), memory.end(), (unsigned char)0xFF);\n"
+        "        std::barrier<> barrier((std::ptrdiff_t)threads);\n"
+        "        std::vector<std::thread> lanes;\n"
+        "        for (long long lane = 0; lane < threads; ++lane)\n"
+        "            lanes.emplace_back([&, lane] {{\n"
+        "                {name}_lane((int)lane, block, memory.data(), &barrier, {args});\n"
+        "            }});\n"
+        "        for (auto& lane : lanes) lane.join();\n"
+        "    }}\n"
         "}}\n"
     ),
-    barrier="",
+    barrier="specux_barrier->arrive_and_wait();",
 )
 
 DIALECTS = {d.name: d for d in (CUDA, CPP)}

@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import decimal
-import functools
 
+from specux.kernels.codegen.butterfly import Code, small_dft
 from specux.kernels.codegen.dialects import Dialect
-from specux.kernels.plan import RADICES, RADIX_CODE, FusedSpec, LoadSpec, PassSpec, StoreSpec
+from specux.kernels.plan import LoadSpec, PassSpec, StoreSpec
 
 KERNEL_NAME = "specux_fft_pass"
-FUSED_NAME = "specux_fft_fused"
+
+# The user layouts of input and output (fft_exec.Strides), shared by every kernel family.
+LAYOUT_PARAMS = tuple(
+    ("long long", f"{side}_{field}")
+    for side in ("in", "out")
+    for field in ("inner", "outer_stride", "inner_stride", "elem_stride")
+)
 
 PARAMS = (
     ("const void*", "in_ptr"),
@@ -24,14 +29,7 @@ PARAMS = (
     ("const void*", "store_table"),
     ("long long", "batch"),
     ("double", "scale"),
-    ("long long", "in_inner"),
-    ("long long", "in_outer_stride"),
-    ("long long", "in_inner_stride"),
-    ("long long", "in_elem_stride"),
-    ("long long", "out_inner"),
-    ("long long", "out_outer_stride"),
-    ("long long", "out_inner_stride"),
-    ("long long", "out_elem_stride"),
+    *LAYOUT_PARAMS,
     # Sizes are launch arguments, not constants, so one compiled kernel serves every length
     # with the same radix, modes and precision (NVRTC time, not run time, bounds the tests).
     ("long long", "n"),
@@ -46,52 +44,13 @@ _COMPLEX_STORAGE = {"float16": "specux_c16", "float32": "specux_c32", "float64":
 _REAL_STORAGE = {"float16": "unsigned short", "float32": "float", "float64": "double"}
 
 
-def _literal(value: float) -> str:
-    """A double literal with every digit (repr round-trips exactly)."""
-    if value == 0.0:
-        return "0.0"
-    text = repr(float(value))
-    return text if ("e" in text or "." in text) else text + ".0"
-
-
-_PI = decimal.Decimal("3.14159265358979323846264338327950288419716939937510582097494459")
-
-
-@functools.cache
-def unit_root(numerator: int, denominator: int) -> tuple[float, float]:
-    """(cos, sin) of 2 pi numerator / denominator, correctly rounded to float64.
-
-    Evaluated in 60-digit decimal arithmetic after reducing to the nearest quarter turn, so
-    exact values (0, +-1, +-1/2) come out exact and the rest within half an ulp.
-    """
-    with decimal.localcontext() as ctx:
-        ctx.prec = 60
-        numerator %= denominator
-        quarter = round(4 * numerator / denominator)
-        rest = decimal.Decimal(numerator) / denominator - decimal.Decimal(quarter) / 4
-        angle = 2 * _PI * rest  # |angle| <= pi / 4
-        sin_sum, cos_sum = decimal.Decimal(0), decimal.Decimal(0)
-        power, k = decimal.Decimal(1), 0
-        while True:  # Taylor series of cos and sin together
-            cos_term = power if k % 4 == 0 else (-power if k % 4 == 2 else 0)
-            sin_term = power if k % 4 == 1 else (-power if k % 4 == 3 else 0)
-            cos_sum += cos_term
-            sin_sum += sin_term
-            k += 1
-            power = power * angle / k
-            if abs(power) < decimal.Decimal(10) ** -55:
-                break
-        c, s = float(cos_sum), float(sin_sum)
-    rotate = quarter % 4  # multiply by i ** rotate, exactly
-    return [(c, s), (-s, c), (-c, -s), (s, -c)][rotate]
-
-
 def _types(fn: str) -> str:
     return f"""
-struct cpx {{ real_t re, im; }};
-struct specux_c16 {{ unsigned short re, im; }};
-struct specux_c32 {{ float re, im; }};
-struct specux_c64 {{ double re, im; }};
+// Aligned to their size, so a complex value moves in one vector load / store.
+struct alignas(2 * sizeof(real_t)) cpx {{ real_t re, im; }};
+struct alignas(4) specux_c16 {{ unsigned short re, im; }};
+struct alignas(8) specux_c32 {{ float re, im; }};
+struct alignas(16) specux_c64 {{ double re, im; }};
 {fn} cpx cadd(cpx a, cpx b) {{ cpx r = {{a.re + b.re, a.im + b.im}}; return r; }}
 {fn} cpx csub(cpx a, cpx b) {{ cpx r = {{a.re - b.re, a.im - b.im}}; return r; }}
 {fn} cpx cmul(cpx a, cpx b) {{
@@ -190,42 +149,15 @@ def _store_fn(fn: str, spec: StoreSpec, params: str) -> str:
 
 
 def _butterfly(radix: int, sign: int) -> list[str]:
-    """v[k] = sum_r u[r] exp(sign 2 pi i r k / radix), unrolled with literal constants."""
-    if radix == 1:
-        return ["    cpx v0 = u0;"]
-    if radix == 2:
-        return ["    cpx v0 = cadd(u0, u1);", "    cpx v1 = csub(u0, u1);"]
-    if radix == 4:
-        # (u1 - u3) times sign*i, exactly.
-        rot = "{-d.im, d.re}" if sign > 0 else "{d.im, -d.re}"
-        return [
-            "    cpx a = cadd(u0, u2), c = csub(u0, u2), e = cadd(u1, u3), d = csub(u1, u3);",
-            f"    cpx t = {rot};",
-            "    cpx v0 = cadd(a, e);",
-            "    cpx v2 = csub(a, e);",
-            "    cpx v1 = cadd(c, t);",
-            "    cpx v3 = csub(c, t);",
-        ]
-    lines = []
-    for k in range(radix):
-        re_terms, im_terms = [], []
-        for r in range(radix):
-            turn = (r * k) % radix
-            c, s = unit_root(turn, radix)
-            s = sign * s
-            if turn == 0:
-                re_terms.append(f"u{r}.re")
-                im_terms.append(f"u{r}.im")
-                continue
-            # (a + ib)(c + is) = (ac - bs) + i(as + bc)
-            re_terms.append(f"({_literal(c)} * u{r}.re - {_literal(s)} * u{r}.im)")
-            im_terms.append(f"({_literal(s)} * u{r}.re + {_literal(c)} * u{r}.im)")
-        real, imag = " + ".join(re_terms), " + ".join(im_terms)
-        lines.append(f"    cpx v{k} = {{(real_t)({real}), (real_t)({imag})}};")
-    return lines
+    """v[k] = sum_r u[r] exp(sign 2 pi i r k / radix), straight-line (codegen.butterfly)."""
+    code = Code()
+    outputs = small_dft([f"u{r}" for r in range(radix)], sign, code)
+    return [f"    {line}" for line in code] + [
+        f"    cpx v{k} = {name};" for k, name in enumerate(outputs)
+    ]
 
 
-def _support(spec: PassSpec | FusedSpec, dialect: Dialect, params: str) -> list[str]:
+def _support(spec: PassSpec, dialect: Dialect, params: str) -> list[str]:
     """What every kernel renders first: prelude, types, twiddle, the prologue and epilogue."""
     fn = dialect.function
     return [
@@ -299,95 +231,5 @@ def render_pass(spec: PassSpec, dialect: Dialect) -> str:
         dialect.kernel_open.format(name=KERNEL_NAME, params=params),
         "\n".join(body),
         dialect.kernel_close.format(name=KERNEL_NAME, params=params, args=args),
-    ]
-    return "\n".join(source)
-
-
-FUSED_PARAMS = PARAMS + (("long long", "radix_code"), ("long long", "npasses"))
-
-
-def _butterfly_fn(fn: str, radix: int, sign: int) -> str:
-    """One radix-``radix`` Stockham butterfly between shared-memory buffers."""
-    lines = [
-        f"{fn} void butterfly{radix}(const cpx* src, cpx* dst, long long n, long long stride,",
-        "                              long long i) {",
-        f"    const long long quarter = n / {radix}LL;",
-        "    const long long k = i % stride;",
-    ]
-    lines += [f"    cpx u{r} = src[i + {r}LL * quarter];" for r in range(radix)]
-    if radix > 1:
-        lines.append("    if (stride > 1) {")
-        lines += [f"        u{r} = cmul(u{r}, twiddle({r}LL * k, stride * {radix}LL));"
-                  for r in range(1, radix)]  # fmt: skip
-        lines.append("    }")
-    lines += _butterfly(radix, sign)
-    lines.append(f"    const long long j0 = (i - k) * {radix}LL + k;")
-    lines += [f"    dst[j0 + {r}LL * stride] = v{r};" for r in range(radix)]
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
-def fused_source_key(spec: FusedSpec) -> FusedSpec:
-    """The spec without its launch-time sizes (n, radices, valid, logical)."""
-    return dataclasses.replace(
-        spec, n=0, radices=(),
-        load=dataclasses.replace(spec.load, valid=0),
-        store=dataclasses.replace(spec.store, valid=0, logical=0),
-    )  # fmt: skip
-
-
-def fused_launch_args(spec: FusedSpec) -> tuple[int, ...]:
-    """(n, stride, load_valid, store_valid, logical, radix_code, npasses) of a fused launch."""
-    n = spec.n
-    return (n, 1, spec.load.valid or n, spec.store.valid or n, spec.store.logical or n,
-            spec.radix_code, len(spec.radices))  # fmt: skip
-
-
-def render_fused(spec: FusedSpec, dialect: Dialect) -> str:
-    """One block per transform: load into shared memory, all passes there, store.
-
-    Entry point ``specux_fft_fused`` with :data:`FUSED_PARAMS`; dynamic shared memory of
-    ``spec.shared_bytes``. The radix of each pass is read from ``radix_code`` at run time, so
-    one compiled kernel serves every length that fits a block.
-    """
-    spec = fused_source_key(spec)
-    fn = dialect.function
-    params = ", ".join(f"{t} {n}" for t, n in FUSED_PARAMS)
-    args = ", ".join(n for _, n in FUSED_PARAMS)
-    cases = []
-    for radix in sorted(set(RADICES)):
-        cases.append(
-            f"            case {RADIX_CODE[radix]}:\n"
-            f"                for (long long i = tid; i < n / {radix}LL; i += nthreads)\n"
-            f"                    butterfly{radix}(src, dst, n, span, i);\n"
-            f"                radix = {radix};\n"
-            "                break;"
-        )
-    body = f"""
-    cpx* src = smem;
-    cpx* dst = smem + n;
-    for (long long j = tid; j < n; j += nthreads) src[j] = load(b, j, {args});
-    {dialect.barrier}
-    long long span = 1;  // product of the radices done so far (the passes' stride)
-    for (long long pass = 0; pass < npasses; ++pass) {{
-        long long radix = 1;
-        switch ((int)((radix_code >> (4 * pass)) & 15)) {{
-{chr(10).join(cases)}
-            default:
-                break;
-        }}
-        {dialect.barrier}
-        span *= radix;
-        cpx* swap = src; src = dst; dst = swap;
-    }}
-    for (long long j = tid; j < n; j += nthreads) store(b, j, src[j], {args});
-"""
-    source = [
-        f"// specux fused FFT: sign={spec.sign} precision={spec.precision}",
-        *_support(spec, dialect, params),
-        *(_butterfly_fn(fn, radix, spec.sign) for radix in sorted(set(RADICES))),
-        dialect.fused_open.format(name=FUSED_NAME, params=params),
-        body,
-        dialect.fused_close.format(name=FUSED_NAME, params=params, args=args),
     ]
     return "\n".join(source)

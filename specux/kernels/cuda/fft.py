@@ -1,4 +1,4 @@
-"""The FFT family on CUDA tensors: plans run through generated, NVRTC-compiled passes.
+"""The FFT family on CUDA tensors: plans run through generated, NVRTC-compiled kernels.
 
 Launches go on torch's current stream of the tensor's device; scratch comes from torch's
 caching allocator; Bluestein tables are uploaded once per (length, precision, device).
@@ -15,25 +15,22 @@ import numpy as np
 import torch
 
 from specux.compat.torch_compat import dtype_name
-from specux.kernels.codegen.dialects import CUDA
-from specux.kernels.codegen.fft import (
-    FUSED_NAME,
-    FUSED_PARAMS,
-    KERNEL_NAME,
-    PARAMS,
-    arg_types,
-    fused_source_key,
-    render_fused,
-    render_pass,
-    source_key,
+from specux.kernels.codegen.block import (
+    BLOCK_NAME,
+    BLOCK_PARAMS,
+    block_source_key,
+    render_block,
 )
+from specux.kernels.codegen.dialects import CUDA
+from specux.kernels.codegen.fft import KERNEL_NAME, PARAMS, arg_types, render_pass, source_key
 from specux.kernels.cuda.runtime import get_kernel
 from specux.kernels.fft_exec import Strides, transform_1d
-from specux.kernels.plan import FUSED_SHARED_BYTES, FusedSpec, PassSpec
+from specux.kernels.plan import BlockSpec, PassSpec
 from specux.meta import dtypes
 
 _ARG_TYPES = arg_types(PARAMS)
-_FUSED_ARG_TYPES = arg_types(FUSED_PARAMS)
+_BLOCK_ARG_TYPES = arg_types(BLOCK_PARAMS)
+_DEFAULT_SHARED = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 
 # torch dtype -> (storage name, register precision)
 _STORAGE = {
@@ -48,19 +45,19 @@ _SCRATCH = {"float32": torch.complex64, "float64": torch.complex128}
 
 
 @functools.lru_cache(maxsize=1024)
-def _kernel_for_key(key: PassSpec | FusedSpec, device_index: int):
-    if isinstance(key, FusedSpec):
-        kernel = get_kernel(render_fused(key, CUDA), FUSED_NAME, device_index)
-        # Above 48 KiB of dynamic shared memory a kernel must opt in (once per kernel).
-        kernel.set_max_dynamic_shared(FUSED_SHARED_BYTES)
+def _kernel_for_key(key: PassSpec | BlockSpec, device_index: int):
+    if isinstance(key, BlockSpec):
+        kernel = get_kernel(render_block(key, CUDA), BLOCK_NAME, device_index)
+        if key.shared_bytes > _DEFAULT_SHARED:  # the opt-in, once per kernel
+            kernel.set_max_dynamic_shared(key.shared_bytes)
         return kernel
     return get_kernel(render_pass(key, CUDA), KERNEL_NAME, device_index)
 
 
 @functools.lru_cache(maxsize=4096)
-def _kernel(spec: PassSpec | FusedSpec, device_index: int):
+def _kernel(spec: PassSpec | BlockSpec, device_index: int):
     # Keyed by the full spec too, so a repeated launch does not rebuild its source key.
-    key = fused_source_key(spec) if isinstance(spec, FusedSpec) else source_key(spec)
+    key = block_source_key(spec) if isinstance(spec, BlockSpec) else source_key(spec)
     return _kernel_for_key(key, device_index)
 
 
@@ -92,9 +89,37 @@ class TorchCudaBackend:
         return buffer.data_ptr()
 
     def launch(self, spec, grid: int, block: int, shared: int, args: tuple) -> None:
-        types = _FUSED_ARG_TYPES if isinstance(spec, FusedSpec) else _ARG_TYPES
+        types = _BLOCK_ARG_TYPES if isinstance(spec, BlockSpec) else _ARG_TYPES
         _kernel(spec, self.index).launch((grid,), (block,), shared, self.stream,
                                          tuple(zip(args, types)))  # fmt: skip
+
+
+def precompile(sizes, *, kinds=("c2c",), signs=(-1, 1), storage="float32", device=None,
+               workers: int | None = None) -> int:  # fmt: skip
+    """Compile, concurrently, every kernel that transforms of these lengths would launch
+    (contiguous rows); returns how many distinct kernels that is. Every length being its own
+    kernel, this is how a sweep over thousands of lengths (the tests) pays NVRTC once, on all
+    cores, instead of once per length in turn."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from specux.kernels.fft_exec import _program
+
+    index = torch.device("cuda" if device is None else device).index
+    index = torch.cuda.current_device() if index is None else index
+    precision = "float64" if storage == "float64" else "float32"
+    specs = set()
+    for n in sizes:
+        for kind in kinds:
+            for sign in signs:
+                rows = Strides(1, n, 1, 1)
+                out = Strides(1, n // 2 + 1, 1, 1) if kind == "r2c" else rows
+                ins = Strides(1, n // 2 + 1, 1, 1) if kind == "c2r" else rows
+                program = _program(n, kind, sign, 1.0, precision, 1, storage, storage, ins, out,
+                                   True)  # fmt: skip
+                specs.update(launch[0] for launch in program.launches)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(lambda spec: _kernel(spec, index), specs))
+    return len(specs)
 
 
 def _empty(shape, dtype: torch.dtype, device) -> torch.Tensor:

@@ -1,0 +1,342 @@
+"""Render a block FFT kernel (plan.BlockSpec): whole transforms inside one thread block.
+
+Each thread owns a few butterflies per stage. A stage reads its inputs (from global memory
+with the prologue for the first stage, else from shared memory), applies table twiddles,
+runs a straight-line butterfly (codegen.butterfly) in registers and writes the outputs back
+to shared memory in Stockham order (to global memory, with the epilogue, for the last stage),
+so one launch reads and writes each element once. Sizes are compile-time constants: every
+index in the block is 32-bit arithmetic with constant divisors; only the row base of a
+transform is 64-bit (computed once per thread).
+
+Shared memory holds complex values with index ``j`` at ``j + (j >> plan.SKEW)``, which keeps
+the power-of-two strides of the stage writes off a single bank. Staged transfers
+(``load_staged`` / ``store_staged``) move whole blocks between global and shared memory with
+the block's transforms interleaved, so columns (strided transforms, the four-step passes) are
+read and written in contiguous runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from specux.kernels.codegen.butterfly import Code, small_dft
+from specux.kernels.codegen.dialects import Dialect
+from specux.kernels.codegen.fft import _REAL, LAYOUT_PARAMS, _storage_type, _types
+from specux.kernels.plan import SKEW, USER, BlockSpec, skewed
+
+BLOCK_NAME = "specux_fft_block"
+
+BLOCK_PARAMS = (
+    ("const void*", "in_ptr"),
+    ("void*", "out_ptr"),
+    ("const void*", "twiddles"),
+    ("const void*", "load_table"),
+    ("const void*", "store_table"),
+    ("long long", "batch"),
+    ("double", "scale"),
+    *LAYOUT_PARAMS,
+    # transform b is column c = b % cols of user row u = b / cols; element j of it is logical
+    # index c * cmul + j * jmul of that row (cols 1, cmul 0, jmul 1 for a plain transform)
+    ("long long", "cols"),
+    ("long long", "in_cmul"),
+    ("long long", "in_jmul"),
+    ("long long", "out_cmul"),
+    ("long long", "out_jmul"),
+    ("long long", "load_valid"),
+    ("long long", "store_valid"),
+    ("long long", "logical"),
+    ("long long", "total"),  # the four-step length (twist modulus)
+)
+
+
+def _load_lambda(spec: BlockSpec) -> str:
+    load = spec.load
+    in_t = _storage_type(load.storage, load.mode)
+    lines = [
+        "    auto load = [&](long long base, long long g) -> cpx {",
+        f"        const {in_t}* in = (const {in_t}*)in_ptr;",
+        "        cpx v = {0, 0};",
+    ]
+    if load.valid:
+        lines.append("        if (g >= load_valid) return v;  // zero padding")
+    step = "" if spec.unit_in else " * in_elem_stride"
+    if load.mode == "complex":
+        lines.append(f"        v = to_cpx(in[base + g{step}]);")
+    elif load.mode == "real":
+        lines.append(f"        v.re = to_real(in[base + g{step}]);")
+    else:  # hermitian: the half spectrum of a load_valid-point real signal
+        lines += [
+            "        const bool mirrored = 2 * g > load_valid;",
+            "        const long long source = mirrored ? load_valid - g : g;",
+            f"        v = to_cpx(in[base + source{step}]);",
+            "        if (mirrored) v.im = -v.im;",
+            "        if (source == 0 || 2 * source == load_valid) v.im = (real_t)0;",
+        ]
+    if load.table:
+        lines.append("        v = cmul(v, ((const cpx*)load_table)[g]);")
+    lines += ["        return v;", "    };"]
+    return "\n".join(lines)
+
+
+def _store_lambda(spec: BlockSpec) -> str:
+    store = spec.store
+    out_t = _storage_type(store.storage, store.mode)
+    lines = [
+        "    auto store = [&](long long base, long long g, cpx v) {",
+        f"        {out_t}* out = ({out_t}*)out_ptr;",
+    ]
+    if store.valid:
+        lines.append("        if (g >= store_valid) return;")
+    if store.mode == "half":
+        lines.append("        if (2 * g > logical) return;  // bins 0 .. logical / 2")
+    if store.table:
+        lines.append("        v = cmul(v, ((const cpx*)store_table)[g]);")
+    if store.scaled:
+        lines.append("        v.re *= (real_t)scale; v.im *= (real_t)scale;")
+    target = "out[base + g]" if spec.unit_out else "out[base + g * out_elem_stride]"
+    lines.append(f"        put(&{target}, {'v.re' if store.mode == 'real' else 'v'});")
+    lines.append("    };")
+    return "\n".join(lines)
+
+
+def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
+    """Row bases and logical offsets of the transform in block slot ``slot``."""
+    p = prefix
+    lines = [
+        f"    const long long b{p} = block * {spec.per_block}LL + {slot};",
+        f"    const bool live{p} = b{p} < batch;",
+    ]
+    if spec.split:
+        lines += [
+            f"    const long long u{p} = b{p} / cols;",
+            f"    const long long c{p} = b{p} - u{p} * cols;",
+        ]
+    else:
+        lines += [f"    const long long u{p} = b{p};", f"    const long long c{p} = 0;"]
+    lines += [
+        f"    const long long in_base{p} = live{p} ? row_base(u{p}, in_inner, in_outer_stride, "
+        "in_inner_stride) : 0;",
+        f"    const long long out_base{p} = live{p} ? row_base(u{p}, out_inner, out_outer_stride, "
+        "out_inner_stride) : 0;",
+        f"    const long long in_g{p} = c{p} * in_cmul;",
+        f"    const long long out_g{p} = c{p} * out_cmul;",
+    ]
+    return lines
+
+
+def _global_load(spec: BlockSpec, j: str, p: str = "") -> str:
+    """The value of element ``j`` (an int expression) of the slot's transform, from global."""
+    jmul = "" if spec.unit_in else " * in_jmul"
+    g = f"in_g{p} + (long long)({j}){jmul}"
+    if spec.pack == "r2c":  # even / odd real samples as re / im
+        g2 = f"in_g{p} + 2LL * ({j}){jmul}"
+        step = "1" if spec.unit_in else "in_jmul"
+        return f"cpx{{load(in_base{p}, {g2}).re, load(in_base{p}, {g2} + {step}).re}}"
+    if spec.pack == "c2r":
+        return f"unpack(in_base{p}, in_g{p}, {j})"
+    return f"load(in_base{p}, {g})"
+
+
+def _final_store(spec: BlockSpec, j: str, value: str, p: str = "") -> list[str]:
+    """Store element ``j`` of the slot's transform (the epilogue), as statements."""
+    jmul = "" if spec.unit_out else " * out_jmul"
+    if spec.pack == "c2r":  # z[m] = x[2m] + i x[2m+1]
+        g = f"out_g{p} + 2LL * ({j}){jmul}"
+        step = "1" if spec.unit_out else "out_jmul"
+        return [
+            f"store(out_base{p}, {g}, cpx{{{value}.re, 0}});",
+            f"store(out_base{p}, {g} + {step}, cpx{{{value}.im, 0}});",
+        ]
+    g = f"out_g{p} + (long long)({j}){jmul}"
+    if spec.twist:  # the four-step twiddle of (column, element)
+        return [f"{{ const cpx w = twist(c{p}, {j}); store(out_base{p}, {g}, cmul({value}, w)); }}"]
+    return [f"store(out_base{p}, {g}, {value});"]
+
+
+def _stages(spec: BlockSpec, barrier: str) -> list[str]:
+    n, threads, sign = spec.n, spec.threads, spec.sign
+    radices = spec.radices or (1,)
+    direct_load = not spec.load_staged
+    direct_store = not spec.store_staged and spec.pack != "r2c"
+    lines: list[str] = []
+    stride = 1
+    for index, radix in enumerate(radices):
+        first, last = index == 0, index == len(radices) - 1
+        quarter = n // radix
+        reps = -(-quarter // threads)
+        exact = quarter % threads == 0
+        step = spec.table_n // (stride * radix)
+        lines.append(f"    {{  // stage {index}: radix {radix}, stride {stride}")
+        for m in range(reps):
+            names = [f"v{m}_{q}" for q in range(radix)]
+            lines.append(f"    cpx {', '.join(names)};")
+            cond = "" if exact else f"if (t + {m * threads} < {quarter}) "
+            lines.append(f"    {cond}{{")
+            lines.append(f"        const int i = t + {m * threads};")
+            code = Code(f"_{m}")
+            inputs = []
+            for q in range(radix):
+                j = f"i + {q * quarter}"
+                if first and direct_load:
+                    expr = f"live ? {_global_load(spec, j)} : cpx{{0, 0}}"
+                else:
+                    expr = f"my[skew({j})]"
+                code.append(f"cpx u{q} = {expr};")
+                inputs.append(f"u{q}")
+            if stride > 1:
+                code.append(f"const int k = i % {stride};")
+                for q in range(1, radix):
+                    code.append(f"u{q} = cmul(u{q}, tw(k * {q * step}));")
+            outputs = small_dft(inputs, sign, code)
+            code += [f"{names[q]} = {outputs[q]};" for q in range(radix)]
+            lines += [f"        {line}" for line in code]
+            lines.append("    }")
+        if not (first and direct_load):
+            lines.append(f"    {barrier}  // every read of this stage is done")
+        for m in range(reps):
+            cond = "" if exact else f"if (t + {m * threads} < {quarter}) "
+            if last and direct_store:
+                guard = "live" if exact else f"live && t + {m * threads} < {quarter}"
+                lines.append(f"    if ({guard}) {{")
+                lines.append(f"        const int i = t + {m * threads};")
+                for q in range(radix):
+                    for stmt in _final_store(spec, f"i + {q * quarter}", f"v{m}_{q}"):
+                        lines.append(f"        {stmt}")
+                lines.append("    }")
+                continue
+            lines.append(f"    {cond}{{")
+            lines.append(f"        const int i = t + {m * threads};")
+            lines.append(f"        const int k = i % {stride};" if stride > 1 else
+                         "        const int k = 0;")  # fmt: skip
+            lines.append(f"        const int j0 = (i - k) * {radix} + k;")
+            for q in range(radix):
+                j = f"j0 + {q * stride}"
+                lines.append(f"        my[skew({j})] = v{m}_{q};")
+            lines.append("    }")
+        if not (last and direct_store):
+            lines.append(f"    {barrier}  // every write of this stage is done")
+        lines.append("    }")
+        stride *= radix
+    return lines
+
+
+def render_block(spec: BlockSpec, dialect: Dialect) -> str:
+    """Kernel source of ``spec``; entry point ``specux_fft_block`` with :data:`BLOCK_PARAMS`,
+    launched with ``spec.block_threads`` threads and ``spec.shared_bytes`` of shared memory
+    per block, ``ceil(batch / spec.per_block)`` blocks."""
+    spec = block_source_key(spec)
+    n, threads, per_block = spec.n, spec.threads, spec.per_block
+    params = ", ".join(f"{t} {name}" for t, name in BLOCK_PARAMS)
+    args = ", ".join(name for _, name in BLOCK_PARAMS)
+    barrier = dialect.barrier
+    conj = "" if spec.sign < 0 else " w.im = -w.im;"
+    body = [
+        "    cpx* const smem = (cpx*)specux_shared;",
+        "    const cpx* const tw_table = (const cpx*)twiddles;",
+        f"    auto tw = [&](int index) -> cpx {{ cpx w = tw_table[index];{conj} return w; }};",
+        f"    auto skew = [](int j) -> int {{ return j + (j >> {SKEW[spec.precision]}); }};",
+        "    auto row_base = [](long long u, long long inner, long long outer,"
+        " long long istride) -> long long {",
+        "        if (inner == 1) return u * outer;",
+        "        const long long q = u / inner;",
+        "        return q * outer + (u - q * inner) * istride;",
+        "    };",
+        _load_lambda(spec),
+        _store_lambda(spec),
+    ]
+    if spec.twist:
+        sign = "" if spec.sign > 0 else "-"
+        body.append(
+            "    auto twist = [&](long long column, int j) -> cpx {\n"
+            "        double s, c;\n"
+            "        specux_sincospi(2.0 * (double)((column * j) % total) / (double)total,"
+            " &s, &c);\n"
+            f"        cpx w = {{(real_t)c, (real_t)({sign}s)}};\n"
+            "        return w;\n    };"
+        )
+    if spec.pack == "c2r":
+        # Z[k] = (X[k] + X[k+h]) + i W^k (X[k] - X[k+h]), W = exp(sign 2 pi i / 2h)
+        body.append(
+            "    auto unpack = [&](long long base, long long g0, int k) -> cpx {\n"
+            "        const cpx a = load(base, g0 + (long long)k * in_jmul);\n"
+            f"        const cpx b = load(base, g0 + (long long)(k + {n}) * in_jmul);\n"
+            "        const cpx d = cmul(tw(k), csub(a, b));\n"
+            "        cpx z = {a.re + b.re - d.im, a.im + b.im + d.re};\n"
+            "        return z;\n    };"
+        )
+    if per_block == 1:
+        body += ["    const int t = tid;", "    const int s = 0;"]
+    else:
+        body += [f"    const int t = tid % {threads};", f"    const int s = tid / {threads};"]
+    body += _slot("", "s", spec)
+    slots = skewed(n, spec.precision)
+    body.append(f"    cpx* const my = smem + s * {slots};")
+    staged = spec.load_staged or spec.store_staged
+    if staged:  # the transfer slot: consecutive threads walk consecutive transforms
+        body += [f"    const int s2 = tid % {per_block};"]
+        body += _slot("2", "s2", spec)
+        body.append(f"    cpx* const xfer = smem + s2 * {slots};")
+        transfers = n * per_block // spec.block_threads  # block_threads divides n * per_block
+    if spec.load_staged:
+        body.append(f"    for (int r = 0; r < {transfers}; ++r) {{")
+        body.append(f"        const int j = (tid + r * {spec.block_threads}) / {per_block};")
+        body.append(f"        const cpx v = live2 ? {_global_load(spec, 'j', '2')} : cpx{{0, 0}};")
+        body.append("        xfer[skew(j)] = v;")
+        body.append("    }")
+        body.append(f"    {barrier}")
+    body += _stages(spec, barrier)
+    if spec.store_staged:
+        body.append(f"    for (int r = 0; r < {transfers}; ++r) {{")
+        body.append(f"        const int j = (tid + r * {spec.block_threads}) / {per_block};")
+        body.append("        const cpx v = xfer[skew(j)];")
+        body.append("        if (live2) {")
+        body += [f"            {stmt}" for stmt in _final_store(spec, "j", "v", "2")]
+        body.append("        }")
+        body.append("    }")
+    if spec.pack == "r2c":
+        # X[k] = (Z[k] + conj Z[h-k]) / 2 - i W^k (Z[k] - conj Z[h-k]) / 2, k = 0 .. h
+        reps = -(-(n + 1) // threads)
+        body.append(f"    for (int r = 0; r < {reps}; ++r) {{")
+        body.append(f"        const int k = t + r * {threads};")
+        body.append(f"        if (!live || k > {n}) continue;")
+        body.append(f"        const int ka = k == {n} ? 0 : k, kc = k == 0 ? 0 : {n} - k;")
+        body.append("        const cpx za = my[skew(ka)], zb = my[skew(kc)];")
+        body.append("        const cpx zc = {zb.re, -zb.im};")
+        body.append("        const cpx e = {(real_t)0.5 * (za.re + zc.re), "
+                    "(real_t)0.5 * (za.im + zc.im)};")  # fmt: skip
+        body.append("        const cpx d = {(real_t)0.5 * (za.re - zc.re), "
+                    "(real_t)0.5 * (za.im - zc.im)};")  # fmt: skip
+        body.append("        const cpx wd = cmul(tw(k), d);")
+        body.append("        const cpx x = {e.re + wd.im, e.im - wd.re};")
+        body += [f"        {stmt}" for stmt in _final_store(spec, "k", "x")]
+        body.append("    }")
+    source = [
+        f"// specux block FFT: n={n} radices={spec.radices} sign={spec.sign} "
+        f"precision={spec.precision} threads={threads}x{per_block} pack={spec.pack or '-'}",
+        dialect.prelude,
+        f"typedef {_REAL[spec.precision]} real_t;",
+        _types(dialect.function),
+        dialect.block_open.format(name=BLOCK_NAME, params=params, threads=spec.block_threads),
+        "\n".join(body),
+        dialect.block_close.format(name=BLOCK_NAME, params=params, args=args),
+    ]
+    return "\n".join(source)
+
+
+def block_source_key(spec: BlockSpec) -> BlockSpec:
+    """The spec without what arrives at launch time (valid counts, logical length, layout):
+    equal keys render identical source."""
+    return dataclasses.replace(
+        spec,
+        load=dataclasses.replace(spec.load, layout=USER, valid=min(spec.load.valid, 1)),
+        store=dataclasses.replace(spec.store, layout=USER, valid=min(spec.store.valid, 1),
+                                  logical=0),
+    )
+
+
+def block_launch_sizes(spec: BlockSpec, batch: int) -> tuple[int, int, int]:
+    """(blocks, threads per block, shared bytes) of a launch over ``batch`` transforms."""
+    return -(-batch // spec.per_block), spec.block_threads, spec.shared_bytes
+
+
+__all__ = ["BLOCK_NAME", "BLOCK_PARAMS", "block_launch_sizes", "block_source_key", "render_block"]
