@@ -33,3 +33,33 @@ def torch_version() -> tuple[int, int]:
 def dtype_name(dtype) -> str:
     """A torch dtype's plain name (``torch.float32`` -> ``"float32"``), as numpy spells it."""
     return str(dtype).removeprefix("torch.")
+
+
+@functools.cache
+def _mode_probes() -> tuple | None:
+    """torch's (private) probes for active dispatch / function modes and functorch transforms,
+    or None where this torch lacks one (then every call goes through the dispatcher)."""
+    torch = torch_module()
+    names = ("_len_torch_dispatch_stack", "_len_torch_function_stack",
+             "_are_functorch_transforms_active")  # fmt: skip
+    c = getattr(torch, "_C", None)
+    functorch = getattr(c, "_functorch", None)
+    probes = (
+        getattr(c, names[0], None),
+        getattr(c, names[1], None),
+        getattr(functorch, names[2], None) or getattr(c, names[2], None),
+    )
+    return None if any(p is None for p in probes) else probes
+
+
+def plain_eager() -> bool:
+    """True when no tracing, compiling, dispatch / function mode or functorch transform is
+    active: an op called now may skip torch's dispatcher without changing what happens."""
+    torch = torch_module()
+    if torch.compiler.is_compiling():
+        return False
+    probes = _mode_probes()
+    if probes is None:
+        return False
+    dispatch_stack, function_stack, functorch_active = probes
+    return not (dispatch_stack() or function_stack() or functorch_active())

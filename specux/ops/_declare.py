@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from specux.compat.torch_compat import dtype_name
+from specux.compat.torch_compat import dtype_name, plain_eager
 from specux.meta import dtypes
 
 NAMESPACE = "specux"
@@ -27,6 +27,7 @@ class OpInfo:
 
 # Every declared op, by name: tests enrol each one in opcheck / gradcheck from this table.
 OPS: dict[str, OpInfo] = {}
+_KERNELS: dict[str, dict[str, Callable]] = {}
 
 
 def declare(
@@ -48,6 +49,43 @@ def declare(
     if backward is not None:
         torch.library.register_autograd(qualname, backward, setup_context=setup_context)
     OPS[name] = OpInfo(name, schema, tuple(kernels))
+    _KERNELS[name] = dict(kernels)
+
+
+def call(name: str, *args):
+    """Run ``specux::name`` on ``args``.
+
+    Plain eager calls (torch.Tensor inputs on one device, none needing a gradient, nothing
+    tracing, compiling or intercepting) run the device kernel directly: the result is the same
+    and the dispatcher's tens of microseconds of host time are saved, which matters for GPU
+    kernels that take about as long. Everything else goes through ``torch.ops.specux``.
+    """
+    device = _plain_device(args)
+    if device is not None:
+        kernel = _KERNELS[name].get(device)
+        if kernel is not None:
+            return kernel(*args)
+    return getattr(torch.ops.specux, name)(*args)
+
+
+def _plain_device(args) -> str | None:
+    """The device of a plain eager call, or None (the call needs the dispatcher)."""
+    if torch.compiler.is_compiling():  # first: nothing below is traced
+        return None
+    grad = torch.is_grad_enabled()
+    device = None
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            if type(arg) is not torch.Tensor or (grad and arg.requires_grad):
+                return None
+            kind = arg.device.type
+            if device is None:
+                device = kind
+            elif kind != device:
+                return None
+    if device is None or not plain_eager():
+        return None
+    return device
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:

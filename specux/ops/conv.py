@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from specux.kernels.cpu import conv as cpu_conv
-from specux.ops._declare import declare, from_numpy, to_numpy
+from specux.ops._declare import call, declare, from_numpy, to_numpy
 
 
 def _fake(x, y):
@@ -55,4 +55,4 @@ declare(
 
 
 def fftconvolve(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return torch.ops.specux.fftconvolve(x, y)
+    return call("fftconvolve", x, y)

@@ -20,7 +20,7 @@ import torch
 from specux.kernels.cpu import cqt as cpu_cqt
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_adjoint_shape, cqt_n_frames, cqt_shape
-from specux.ops._declare import COMPLEX_OF, REAL_OF, declare, from_numpy, to_numpy
+from specux.ops._declare import COMPLEX_OF, REAL_OF, call, declare, from_numpy, to_numpy
 from specux.ops.stft import output_cotangent
 
 # eps is unused when the output is complex; any positive value does.
@@ -71,7 +71,7 @@ declare(
 
 def cqt(x: torch.Tensor, spec: str, pad_mode: str, output: str, eps: float) -> torch.Tensor:
     """``(..., L)`` real -> ``(..., n_bins, 1 + L // hop_length)``; ``spec`` a spec key."""
-    return torch.ops.specux.cqt(x, spec, pad_mode, output, eps)
+    return call("cqt", x, spec, pad_mode, output, eps)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,4 +121,4 @@ declare(
 
 def cqt_adjoint(grad: torch.Tensor, spec: str, pad_mode: str, length: int) -> torch.Tensor:
     """Adjoint of :func:`cqt` (complex output): ``(..., n_bins, n_frames)`` -> ``(..., length)``."""
-    return torch.ops.specux.cqt_adjoint(grad, spec, pad_mode, length)
+    return call("cqt_adjoint", grad, spec, pad_mode, length)

@@ -17,7 +17,7 @@ import torch
 from specux.kernels.cpu import features as cpu_features
 from specux.meta import matrices
 from specux.meta.matrices import MatrixSpec
-from specux.ops._declare import declare, from_numpy, numpy_dtype, to_numpy
+from specux.ops._declare import call, declare, from_numpy, numpy_dtype, to_numpy
 from specux.ops.stft import complex_adjoint, db_cotangent, params_of, spectrum_cotangent, stft
 
 
@@ -108,7 +108,7 @@ declare(
 
 def bank_spectrogram(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
                      power, bank, bank_spec, output, eps):  # fmt: skip
-    return torch.ops.specux.bank_spectrogram(x, window, window_name, n_fft, hop_length,
+    return call("bank_spectrogram", x, window, window_name, n_fft, hop_length,
                                              win_length, center, pad_mode, power, bank,
                                              bank_spec, output, eps)  # fmt: skip
 
@@ -155,4 +155,4 @@ declare(
 
 
 def project(x, matrix, spec: str):
-    return torch.ops.specux.project(x, matrix, spec)
+    return call("project", x, matrix, spec)

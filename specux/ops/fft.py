@@ -15,7 +15,7 @@ import torch
 from specux.kernels.cpu import fft as cpu_fft
 from specux.meta import shapes
 from specux.meta.params import dual_norm
-from specux.ops._declare import COMPLEX_OF, REAL_OF, declare, from_numpy, to_numpy
+from specux.ops._declare import COMPLEX_OF, REAL_OF, call, declare, from_numpy, to_numpy
 
 # ---------------------------------------------------------------------------------------------
 # c2c
@@ -58,7 +58,7 @@ declare(
 
 
 def c2c(x: torch.Tensor, dim, forward: bool, norm: str) -> torch.Tensor:
-    return torch.ops.specux.c2c(x, list(dim), forward, norm)
+    return call("c2c", x, list(dim), forward, norm)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,7 +99,7 @@ declare(
 
 
 def r2c(x: torch.Tensor, dim, norm: str) -> torch.Tensor:
-    return torch.ops.specux.r2c(x, list(dim), norm)
+    return call("r2c", x, list(dim), norm)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ declare(
 
 
 def c2r(x: torch.Tensor, dim, last_size: int, norm: str) -> torch.Tensor:
-    return torch.ops.specux.c2r(x, list(dim), last_size, norm)
+    return call("c2r", x, list(dim), last_size, norm)
 
 
 # ---------------------------------------------------------------------------------------------

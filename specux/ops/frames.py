@@ -9,7 +9,7 @@ import torch
 
 from specux.kernels.cpu import frames as cpu_frames
 from specux.meta import shapes
-from specux.ops._declare import declare, from_numpy, to_numpy
+from specux.ops._declare import call, declare, from_numpy, to_numpy
 
 
 def _frame_fake(x, frame_length, hop_length, pad, pad_mode):
@@ -48,7 +48,7 @@ declare(
 
 def frame(x: torch.Tensor, frame_length: int, hop_length: int, pad: int, pad_mode: str):
     """``(..., L) -> (..., n_frames, frame_length)`` of the signal padded by ``pad`` per side."""
-    return torch.ops.specux.frame(x, frame_length, hop_length, pad, pad_mode)
+    return call("frame", x, frame_length, hop_length, pad, pad_mode)
 
 
 def _check_count(frames, length, hop_length, pad):
@@ -98,4 +98,4 @@ declare(
 
 def overlap_add(frames: torch.Tensor, length: int, hop_length: int, pad: int, pad_mode: str):
     """Adjoint of :func:`frame`: ``(..., n_frames, frame_length) -> (..., length)``."""
-    return torch.ops.specux.overlap_add(frames, length, hop_length, pad, pad_mode)
+    return call("overlap_add", frames, length, hop_length, pad, pad_mode)

@@ -23,6 +23,7 @@ from specux.meta.windows import centered_offset
 from specux.ops._declare import (
     COMPLEX_OF,
     REAL_OF,
+    call,
     declare,
     from_numpy,
     numpy_dtype,
@@ -171,7 +172,7 @@ declare(
 
 def stft(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode, normalized,
          onesided, output, eps):  # fmt: skip
-    return torch.ops.specux.stft(x, window, window_name, n_fft, hop_length, win_length, center,
+    return call("stft", x, window, window_name, n_fft, hop_length, win_length, center,
                                  pad_mode, normalized, onesided, output, eps)  # fmt: skip
 
 
@@ -254,5 +255,5 @@ declare(
 
 def istft(spec, window, window_name, n_fft, hop_length, win_length, center, normalized,
           onesided, length):  # fmt: skip
-    return torch.ops.specux.istft(spec, window, window_name, n_fft, hop_length, win_length,
+    return call("istft", spec, window, window_name, n_fft, hop_length, win_length,
                                   center, normalized, onesided, length)  # fmt: skip

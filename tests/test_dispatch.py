@@ -1,0 +1,71 @@
+"""ops._declare.call: plain eager calls run the device kernel directly (same result, less
+host time); anything autograd, tracing, compiling or a mode needs goes through the dispatcher."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import specux  # noqa: E402,F401  (registers the ops)
+from specux.ops import _declare  # noqa: E402
+
+
+@pytest.fixture
+def direct_calls(monkeypatch):
+    """Count the kernels ``call`` runs itself (the dispatcher holds its own references)."""
+    counts = {"c2c": 0}
+    original = _declare._KERNELS["c2c"]["cpu"]
+
+    def counting(*args):
+        counts["c2c"] += 1
+        return original(*args)
+
+    monkeypatch.setitem(_declare._KERNELS["c2c"], "cpu", counting)
+    return counts
+
+
+def test_plain_eager_call_skips_the_dispatcher_with_the_same_result(direct_calls):
+    x = torch.randn(3, 16, dtype=torch.complex128)
+    direct = _declare.call("c2c", x, [1], True, "backward")
+    assert direct_calls["c2c"] == 1
+    assert torch.equal(direct, torch.ops.specux.c2c(x, [1], True, "backward"))
+    assert direct_calls["c2c"] == 1
+
+
+def test_gradients_go_through_the_dispatcher(direct_calls):
+    x = torch.randn(3, 16, dtype=torch.complex128, requires_grad=True)
+    out = _declare.call("c2c", x, [1], True, "backward")
+    assert direct_calls["c2c"] == 0 and out.grad_fn is not None
+    out.abs().sum().backward()  # the backward is a c2c of plain tensors itself
+    assert x.grad is not None
+    before = direct_calls["c2c"]
+    with torch.no_grad():  # no graph to record: direct again
+        _declare.call("c2c", x, [1], True, "backward")
+    assert direct_calls["c2c"] == before + 1
+
+
+def test_fake_tensors_and_modes_go_through_the_dispatcher(direct_calls):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.overrides import TorchFunctionMode
+
+    with FakeTensorMode():
+        fake = torch.empty(3, 16, dtype=torch.complex128)
+        out = _declare.call("c2c", fake, [1], True, "backward")
+        assert out.shape == (3, 16)
+
+    class Watching(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Watching():
+        _declare.call("c2c", torch.randn(2, 8, dtype=torch.complex128), [1], True, "backward")
+    assert direct_calls["c2c"] == 0
+
+
+def test_mixed_devices_and_subclasses_are_not_plain():
+    x = torch.randn(4)
+    assert _declare._plain_device((x, 3, "name")) == "cpu"
+    assert _declare._plain_device((torch.nn.Parameter(x, requires_grad=False),)) is None
+    assert _declare._plain_device((x, torch.empty(1, device="meta"))) is None
+    assert _declare._plain_device((None, 1.0)) is None
