@@ -149,10 +149,8 @@ class _Recorder:
 
 
 def _families():
-    from specux.kernels.codegen.block import block_source_key
-    from specux.kernels.codegen.fft import source_key
+    from specux.kernels.codegen.kernels import source_key
     from specux.kernels.fft_exec import Strides, transform_1d
-    from specux.kernels.plan import BlockSpec
 
     recorder = _Recorder()
     rows, columns = Strides(1, 0, 0, 1), Strides(8, 0, 1, 8)
@@ -171,17 +169,16 @@ def _families():
                                          src_storage=storage, dst_storage=storage,
                                          src_strides=strides, dst_strides=strides,
                                          use_blocks=use_blocks)  # fmt: skip
-    keys = {block_source_key(s) if isinstance(s, BlockSpec) else source_key(s)
-            for s in recorder.specs}  # fmt: skip
-    return sorted(keys, key=repr)
+    return sorted({source_key(spec) for spec in recorder.specs}, key=repr)
 
 
 def test_every_kernel_family_compiles_with_nvrtc():
     pytest.importorskip("cuda.bindings")
+    from concurrent.futures import ThreadPoolExecutor
+
     from specux.compat import cuda
-    from specux.kernels.codegen.block import BLOCK_NAME, render_block
     from specux.kernels.codegen.dialects import CUDA
-    from specux.kernels.codegen.fft import KERNEL_NAME, render_pass
+    from specux.kernels.codegen.kernels import render
     from specux.kernels.cuda.compiler import compile_cubin
     from specux.kernels.plan import BlockSpec
 
@@ -194,9 +191,11 @@ def test_every_kernel_family_compiles_with_nvrtc():
     assert {spec.pack for spec in blocks} == {"", "r2c", "c2r"}
     assert any(spec.load_staged and spec.store_staged and spec.twist for spec in blocks)
     assert any(spec.store_staged and spec.split and not spec.twist for spec in blocks)
-    for spec in families:
-        if isinstance(spec, BlockSpec):
-            cubin = compile_cubin(render_block(spec, CUDA), name=BLOCK_NAME, arch="sm_90")
-        else:
-            cubin = compile_cubin(render_pass(spec, CUDA), name=KERNEL_NAME, arch="sm_90")
-        assert cubin[:4] == b"\x7fELF"
+
+    def compile_one(spec):
+        source, name, _ = render(spec, CUDA)
+        return compile_cubin(source, name=name, arch="sm_90")
+
+    with ThreadPoolExecutor() as pool:  # NVRTC compiles programs concurrently
+        for cubin in pool.map(compile_one, families):
+            assert cubin[:4] == b"\x7fELF"

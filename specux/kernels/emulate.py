@@ -18,14 +18,9 @@ import tempfile
 
 import numpy as np
 
-from specux.kernels.codegen.block import (
-    BLOCK_NAME,
-    BLOCK_PARAMS,
-    block_source_key,
-    render_block,
-)
 from specux.kernels.codegen.dialects import CPP
-from specux.kernels.codegen.fft import KERNEL_NAME, PARAMS, arg_types, render_pass, source_key
+from specux.kernels.codegen.fft import arg_types
+from specux.kernels.codegen.kernels import render, source_key
 from specux.kernels.fft_exec import Strides, transform_1d
 from specux.kernels.plan import BlockSpec, PassSpec
 
@@ -63,18 +58,17 @@ def _build(source: str, name: str, params: tuple, extra: int) -> ctypes.CDLL:
 
 @functools.lru_cache(maxsize=1024)
 def _entry_for_key(key: PassSpec | BlockSpec):
-    if isinstance(key, BlockSpec):
-        # (blocks, threads per block, shared bytes, kernel arguments...)
-        return getattr(_build(render_block(key, CPP), BLOCK_NAME, BLOCK_PARAMS, 3), BLOCK_NAME)
-    # (threads, kernel arguments...)
-    return getattr(_build(render_pass(key, CPP), KERNEL_NAME, PARAMS, 1), KERNEL_NAME)
+    source, name, params = render(key, CPP)
+    # Block kernels: (blocks, threads per block, shared bytes, kernel arguments...);
+    # pass kernels: (threads, kernel arguments...).
+    extra = 3 if isinstance(key, BlockSpec) else 1
+    return getattr(_build(source, name, params, extra), name)
 
 
 @functools.lru_cache(maxsize=4096)
 def entry(spec: PassSpec | BlockSpec):
     """The host function of a kernel (one build per distinct source)."""
-    key = block_source_key(spec) if isinstance(spec, BlockSpec) else source_key(spec)
-    return _entry_for_key(key)
+    return _entry_for_key(source_key(spec))
 
 
 class HostBackend:

@@ -119,12 +119,15 @@ def transform_1d(
 
 
 class _Ref:
-    """A buffer of a planned program, bound to a real one when it runs."""
+    """A buffer of a planned program (by identity), bound to a real one when it runs."""
 
-    __slots__ = ("kind", "key")
+    __slots__ = ("name",)
 
-    def __init__(self, kind: str, key: Any = None) -> None:
-        self.kind, self.key = kind, key
+    def __init__(self, name: str) -> None:
+        self.name = name  # for reading a recorded program
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
 
 
 _SRC, _DST = _Ref("src"), _Ref("dst")
@@ -149,7 +152,7 @@ class _Program:
         for ref, known, _, known_precision in self.tables:
             if (known, known_precision) == (key, precision):
                 return ref
-        ref = _Ref("table", key)
+        ref = _Ref(f"table {key}")
         self.tables.append((ref, key, values, precision))
         return ref
 

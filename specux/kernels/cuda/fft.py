@@ -15,14 +15,10 @@ import numpy as np
 import torch
 
 from specux.compat.torch_compat import dtype_name
-from specux.kernels.codegen.block import (
-    BLOCK_NAME,
-    BLOCK_PARAMS,
-    block_source_key,
-    render_block,
-)
+from specux.kernels.codegen.block import BLOCK_PARAMS
 from specux.kernels.codegen.dialects import CUDA
-from specux.kernels.codegen.fft import KERNEL_NAME, PARAMS, arg_types, render_pass, source_key
+from specux.kernels.codegen.fft import PARAMS, arg_types
+from specux.kernels.codegen.kernels import render, source_key
 from specux.kernels.cuda.runtime import get_kernel
 from specux.kernels.fft_exec import Strides, transform_1d
 from specux.kernels.plan import BlockSpec, PassSpec
@@ -46,19 +42,17 @@ _SCRATCH = {"float32": torch.complex64, "float64": torch.complex128}
 
 @functools.lru_cache(maxsize=1024)
 def _kernel_for_key(key: PassSpec | BlockSpec, device_index: int):
-    if isinstance(key, BlockSpec):
-        kernel = get_kernel(render_block(key, CUDA), BLOCK_NAME, device_index)
-        if key.shared_bytes > _DEFAULT_SHARED:  # the opt-in, once per kernel
-            kernel.set_max_dynamic_shared(key.shared_bytes)
-        return kernel
-    return get_kernel(render_pass(key, CUDA), KERNEL_NAME, device_index)
+    source, name, _ = render(key, CUDA)
+    kernel = get_kernel(source, name, device_index)
+    if isinstance(key, BlockSpec) and key.shared_bytes > _DEFAULT_SHARED:
+        kernel.set_max_dynamic_shared(key.shared_bytes)  # the opt-in, once per kernel
+    return kernel
 
 
 @functools.lru_cache(maxsize=4096)
 def _kernel(spec: PassSpec | BlockSpec, device_index: int):
     # Keyed by the full spec too, so a repeated launch does not rebuild its source key.
-    key = block_source_key(spec) if isinstance(spec, BlockSpec) else source_key(spec)
-    return _kernel_for_key(key, device_index)
+    return _kernel_for_key(source_key(spec), device_index)
 
 
 class TorchCudaBackend:
@@ -111,9 +105,10 @@ def precompile(sizes, *, kinds=("c2c",), signs=(-1, 1), storage="float32", devic
     for n in sizes:
         for kind in kinds:
             for sign in signs:
-                rows = Strides(1, n, 1, 1)
-                out = Strides(1, n // 2 + 1, 1, 1) if kind == "r2c" else rows
-                ins = Strides(1, n // 2 + 1, 1, 1) if kind == "c2r" else rows
+                rows = Strides.along((1, n), 1)
+                half = Strides.along((1, n // 2 + 1), 1)
+                ins = half if kind == "c2r" else rows
+                out = half if kind == "r2c" else rows
                 program = _program(n, kind, sign, 1.0, precision, 1, storage, storage, ins, out,
                                    True)  # fmt: skip
                 specs.update(launch[0] for launch in program.launches)
