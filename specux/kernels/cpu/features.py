@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from specux.kernels.cpu.stft import framewise, power_into, scratch, single_threaded_blas
+from specux.meta.filters import sparse_bank
 from specux.meta.params import StftParams
 
 
@@ -45,8 +46,8 @@ def _band_groups(nonzero: np.ndarray) -> list[tuple[int, int, int, int]]:
     only the bins it covers: the same nonzero terms, a fraction of the flops. The partition
     minimizes ``calls * _GEMM_CALL_MACS + multiply-adds`` (dynamic programming over bands)."""
     n_rows, n_cols = nonzero.shape
-    lo = np.where(nonzero.any(axis=0), nonzero.argmax(axis=0), 0)
-    hi = np.where(nonzero.any(axis=0), n_rows - nonzero[::-1].argmax(axis=0), 0)
+    extent = sparse_bank(nonzero.T)  # each band's first and one-past-last nonzero bin
+    lo, hi = extent.starts, extent.stops
     best = [0.0] + [float("inf")] * n_cols
     choice = [0] * (n_cols + 1)
     for c1 in range(1, n_cols + 1):
