@@ -1,8 +1,10 @@
 """FFT plans: frozen, hashable descriptions of every kernel launch of a transform.
 
-A 1-D transform of ``n`` points runs as a chain of Stockham passes in global memory (each pass
-one radix-R butterfly per thread, natural order in and out, no bit reversal). Lengths with a
-prime factor above the largest codelet run as Bluestein's algorithm: a chirp-multiplied,
+A 1-D transform of ``n`` points runs as one block kernel (``BlockSpec``: whole transforms in a
+thread block) when its points fit a block, as two of them (four-step) when it splits into two
+lengths that do, else as a chain of Stockham passes in global memory (``PassSpec``: one
+radix-R butterfly per thread, natural order in and out, no bit reversal). Lengths with a
+prime factor above 13 run as Bluestein's algorithm: a chirp-multiplied,
 zero-padded forward FFT of a smooth length M >= 2n - 1, a pointwise product with the chirp
 filter's spectrum (fused into the inverse's first load) and a chirp-multiplied inverse (fused
 into its last store). Loads and stores carry the prologue / epilogue work: layouts, real and
@@ -130,8 +132,8 @@ def passes(n: int, sign: int, precision: str, load: LoadSpec, store: StoreSpec):
     return tuple(out)
 
 
-# A block kernel keeps its transforms in shared memory (real and imaginary parts in separate,
-# skewed arrays); one transform's points must fit this many bytes, so float32 runs up to 8192
+# A block kernel keeps its transforms in shared memory (complex values, skewed: SKEW); one
+# transform's points must fit this many bytes, so float32 runs up to 8192
 # points in a block and float64 up to 4096. Longer lengths run as two block launches (four-step).
 BLOCK_BYTES = 64 * 1024
 _COMPLEX_BYTES = {"float32": 8, "float64": 16}
