@@ -27,8 +27,7 @@ def info() -> int:
     print("backends:")
     for backend in ("cpu", "cuda", "metal"):
         reason = routing.backend_unavailable_reason(backend)
-        scope = " (FFT family only in this version)" if backend == "cuda" else ""
-        status = f"available{scope}" if reason is None else f"unavailable: {reason}"
+        status = "available" if reason is None else f"unavailable: {reason}"
         print(f"  {backend:6s} {status}")
     from specux.compat import cuda
 

@@ -40,7 +40,10 @@ def cuda_driver_reason() -> str | None:
 
 
 # Transform families with CUDA kernels in this version; the rest raise with the reason.
-CUDA_FAMILIES = frozenset({"fft"})
+CUDA_FAMILIES = frozenset({
+    "fft", "stft", "istft", "melspectrogram", "mfcc", "lfcc", "chroma", "cqt", "vqt",
+    "fftconvolve",
+})  # fmt: skip
 
 
 @functools.cache
@@ -62,7 +65,7 @@ def backend_unavailable_reason(backend: str, family: str | None = None) -> str |
         if reason is not None:
             return reason
         if family is not None and family not in CUDA_FAMILIES:
-            return f"{family} has no CUDA kernels in this version (the FFT family has)"
+            return f"{family} has no CUDA kernels in this version"
         return None
     if backend == "metal":
         if sys.platform != "darwin":

@@ -141,6 +141,9 @@ class _Recorder:
     def table(self, key, values, precision):
         return None
 
+    def constant(self, key, values):
+        return None
+
     def pointer(self, buffer):
         return 0
 
@@ -169,7 +172,30 @@ def _families():
                                          src_storage=storage, dst_storage=storage,
                                          src_strides=strides, dst_strides=strides,
                                          use_blocks=use_blocks)  # fmt: skip
+    _transform_families(recorder)
     return sorted({source_key(spec) for spec in recorder.specs}, key=repr)
+
+
+def _transform_families(recorder):
+    """The spectral transforms' kernels: framing FFTs (every output value, padding kind,
+    packed / plain / Bluestein) and every gather kind."""
+    from specux.kernels import transform_exec
+    from specux.kernels.codegen.gather import GatherSpec
+
+    for storage in ("float16", "float32", "float64"):
+        precision = "float64" if storage == "float64" else "float32"
+        for n_fft, onesided in ((1024, True), (1000, False), (17, True)):
+            for value in ("complex", "magnitude", "power", "db"):
+                for mode in ("constant", "reflect"):
+                    transform_exec.stft(recorder, None, None, None, signals=1, sig_len=4 * n_fft,
+                                        n_fft=n_fft, hop=n_fft // 4, pad=n_fft // 2, mode=mode,
+                                        onesided=onesided, value=value, eps=1e-10, scale=1.0,
+                                        precision=precision, src_storage=storage,
+                                        dst_storage=storage)  # fmt: skip
+        for kind, options in (("frame", ("constant", "indexed")), ("ola", ("",)), ("fold", ("",)),
+                              ("istft", ("",)), ("bank", ("power", "db", "powerpow", "dbpow"))):
+            for option in options:
+                recorder.specs.add(GatherSpec(kind, storage, precision, option))
 
 
 def test_every_kernel_family_compiles_with_nvrtc():
@@ -191,6 +217,9 @@ def test_every_kernel_family_compiles_with_nvrtc():
     assert {spec.pack for spec in blocks} == {"", "r2c", "c2r"}
     assert any(spec.load_staged and spec.store_staged and spec.twist for spec in blocks)
     assert any(spec.store_staged and spec.split and not spec.twist for spec in blocks)
+    # and the framing loads / value stores of the stft kernels
+    assert {spec.load.frames for spec in blocks} == {"", "constant", "indexed"}
+    assert {spec.store.value for spec in blocks} == {"complex", "magnitude", "power", "db"}
 
     def compile_one(spec):
         source, name, _ = render(spec, CUDA)

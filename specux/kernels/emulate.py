@@ -87,6 +87,11 @@ class HostBackend:
         self._keep.append(buffer)
         return buffer
 
+    def constant(self, key: tuple, values: np.ndarray) -> np.ndarray:
+        buffer = np.ascontiguousarray(values)
+        self._keep.append(buffer)
+        return buffer
+
     def pointer(self, buffer: np.ndarray) -> int:
         return buffer.ctypes.data
 

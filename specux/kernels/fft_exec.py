@@ -7,6 +7,7 @@ supplies memory and launches (``specux.kernels.cuda.fft`` with torch tensors on 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -131,6 +132,7 @@ class _Ref:
 
 
 _SRC, _DST = _Ref("src"), _Ref("dst")
+_WINDOW, _PAD_TABLE = _Ref("window"), _Ref("pad table")
 
 
 class _Program:
@@ -159,8 +161,10 @@ class _Program:
     def launch(self, spec, grid: int, block: int, shared: int, args: tuple) -> None:
         self.launches.append((spec, grid, block, shared, args))
 
-    def run(self, backend: Backend, src: Any, dst: Any) -> None:
+    def run(self, backend: Backend, src: Any, dst: Any, bound: dict | None = None) -> None:
         pointers = {id(_SRC): backend.pointer(src), id(_DST): backend.pointer(dst)}
+        for ref, buffer in (bound or {}).items():  # further caller buffers (window, tables)
+            pointers[id(ref)] = backend.pointer(buffer) if buffer is not None else 0
         keep = []  # scratch stays referenced until every launch is queued
         for ref, count, precision in self.scratch:
             buffer = backend.scratch(count, precision)
@@ -222,6 +226,62 @@ def _orchestrate(backend, src, dst, *, n, kind, sign, scale, precision, batch, s
         spectrum, dst, scale, None, dst_strides, load_table=filt, store_table=chirp)  # fmt: skip
 
 
+def stft_fusable(n: int, precision: str, onesided: bool) -> bool:
+    """Whether an ``n``-point STFT runs as framing block kernels (:func:`stft_1d`): a smooth
+    length that fits a block (or whose half does, for the packed one-sided transform), or a
+    Bluestein length that does."""
+    if factorize(n) is not None:
+        packs = onesided and n % 2 == 0 and block_fits(n // 2, precision)
+        return block_fits(n, precision) or packs
+    return block_fits(bluestein_length(n), precision)
+
+
+def stft_1d(
+    backend: Backend, src: Any, dst: Any, window: Any, pad_table: Any, *, n: int,
+    framing: Framing, signals: int, onesided: bool, value: str, eps: float, scale: float,
+    precision: str, src_storage: str, dst_storage: str, src_strides: Strides,
+) -> None:  # fmt: skip
+    """The STFT of ``signals`` real signals (rows of ``src``) into ``dst``: frame-major rows
+    of ``n // 2 + 1`` (``onesided``) or ``n`` bins, each stored as ``value`` (complex,
+    magnitude, power or db). Framing, padding and the window happen in the FFT's loads and
+    the output mapping in its stores (``stft_fusable`` must hold); ``window`` is ``n``
+    real values of the compute precision, ``pad_table`` the int32 sources of the padded
+    samples (``framing.pad_kind`` ``indexed``) or None."""
+    if signals == 0 or framing.frames == 0:
+        return
+    program = _stft_program(n, framing, signals, onesided, value, float(eps), float(scale),
+                            precision, src_storage, dst_storage, src_strides)  # fmt: skip
+    program.run(backend, src, dst, {_WINDOW: window, _PAD_TABLE: pad_table})
+
+
+@functools.lru_cache(maxsize=256)
+def _stft_program(n, framing, signals, onesided, value, eps, scale, precision, src_storage,
+                  dst_storage, src_strides) -> _Program:  # fmt: skip
+    program = _Program()
+    backend = _Planner(program)
+    batch = signals * framing.frames
+    load = LoadSpec(USER, "real", src_storage, frames=framing.pad_kind, window=True)
+    mode = "half" if onesided else "complex"
+    outs = _rows(n // 2 + 1 if onesided else n)
+    if factorize(n) is not None:
+        store = StoreSpec(USER, mode, dst_storage, scaled=True, logical=n, value=value)
+        _block(backend, n, -1, precision, load, store, _SRC, _DST, scale, src_strides, outs,
+               batch, None, None, framing, eps)  # fmt: skip
+        return program
+    length = bluestein_length(n)
+    chirp = backend.table(("chirp", n, -1), _chirp(n, -1), precision)
+    filt = backend.table(("bluestein", n, length, -1), _bluestein_filter(n, length, -1),
+                         precision)  # fmt: skip
+    spectrum = backend.scratch(batch * length, precision)
+    first = dataclasses.replace(load, valid=n, table=True)
+    _block(backend, length, -1, precision, first, StoreSpec(), _SRC, spectrum, 1.0,
+           src_strides, _rows(length), batch, chirp, None, framing)  # fmt: skip
+    store = StoreSpec(USER, mode, dst_storage, valid=n, table=True, scaled=True, logical=n,
+                      value=value)  # fmt: skip
+    _block(backend, length, 1, precision, LoadSpec(table=True), store, spectrum, _DST, scale,
+           _rows(length), outs, batch, filt, chirp, None, eps)  # fmt: skip
+    return program
+
 
 _NONE = Strides(1, 0, 0, 0)
 _PASS_BLOCK = 256
@@ -274,18 +334,37 @@ def _pack(n, precision, load, store) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class Framing:
+    """STFT framing of the input: ``frames`` frames of each signal of ``sig_len`` samples,
+    frame t starting at sample ``t * hop - pad``; ``pad_kind`` ``constant`` (zeros) or
+    ``indexed`` (a table of the padded samples' sources)."""
+
+    hop: int
+    pad: int
+    sig_len: int
+    frames: int
+    pad_kind: str
+
+
 def _block_args(
     backend, src, dst, table, load_table, store_table, batch, scale, ins, outs,
     cols, in_cm, in_jm, out_cm, out_jm, load_valid, store_valid, logical, total,
+    framing: Framing | None = None, eps: float = 0.0,
 ):  # fmt: skip
     def ptr(buffer):
         return backend.pointer(buffer) if buffer is not None else 0
 
+    frame_args: tuple = (0, 0, 0, 0)
+    if framing is not None:
+        cols, in_cm = framing.frames, framing.hop
+        frame_args = (framing.sig_len, framing.pad, ptr(_PAD_TABLE), ptr(_WINDOW))
     return (
         ptr(src), ptr(dst), ptr(table), ptr(load_table), ptr(store_table), batch, float(scale),
         ins.inner, ins.outer_stride, ins.inner_stride, ins.elem_stride,
         outs.inner, outs.outer_stride, outs.inner_stride, outs.elem_stride,
         cols, in_cm, in_jm, out_cm, out_jm, load_valid, store_valid, logical, total,
+        *frame_args, float(eps),
     )  # fmt: skip
 
 
@@ -297,11 +376,12 @@ def _launch_block(backend, spec: BlockSpec, batch: int, args: tuple) -> None:
 
 
 def _block(backend, n, sign, precision, load, store, src, dst, scale, ins, outs, batch,
-           load_table, store_table) -> None:  # fmt: skip
+           load_table, store_table, framing=None, eps=0.0) -> None:  # fmt: skip
     pack = _pack(n, precision, load, store)
     size = n // 2 if pack else n
     # Strided elements with adjacent transforms: move whole tiles through shared memory.
-    load_staged = not pack and ins.elem_stride != 1 and ins.inner > 1 and ins.inner_stride == 1
+    load_staged = (not pack and not load.frames and ins.elem_stride != 1 and ins.inner > 1
+                   and ins.inner_stride == 1)  # fmt: skip
     store_staged = not pack and outs.elem_stride != 1 and outs.inner > 1 and outs.inner_stride == 1
     if pack or not block_fits(size, precision):
         load_staged = store_staged = False
@@ -310,7 +390,7 @@ def _block(backend, n, sign, precision, load, store, src, dst, scale, ins, outs,
                  unit_out=outs.elem_stride == 1)  # fmt: skip
     args = _block_args(backend, src, dst, None, load_table, store_table, batch, scale, ins,
                        outs, 1, 0, 1, 0, 1, load.valid or n, store.valid or n,
-                       store.logical or n, 0)  # fmt: skip
+                       store.logical or n, 0, framing, eps)  # fmt: skip
     _launch_block(backend, spec, batch, args)
 
 
@@ -363,4 +443,5 @@ def _passes(backend, n, sign, precision, load, store, src, dst, scale, src_strid
         current = target
 
 
-__all__ = ["CANONICAL", "Strides", "stage_radices", "transform_1d"]
+__all__ = ["CANONICAL", "Framing", "Strides", "stage_radices", "stft_1d", "stft_fusable",
+           "transform_1d"]

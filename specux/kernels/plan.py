@@ -42,6 +42,17 @@ def _is_smooth(m: int, primes=(2, 3, 5, 7)) -> bool:
     return m == 1
 
 
+def smooth_length(n: int) -> int:
+    """The smallest even 2/3/5/7-smooth length >= n (1 for n <= 1): a transform length that
+    runs without Bluestein and, being even, as a packed real transform."""
+    if n <= 1:
+        return 1
+    m = n + n % 2
+    while not _is_smooth(m):
+        m += 2
+    return m
+
+
 def bluestein_length(n: int) -> int:
     """The smallest 2/3/5/7-smooth length >= 2n - 1."""
     m = 2 * n - 1
@@ -79,6 +90,11 @@ class LoadSpec:
     storage: str = "compute"  # compute | float16 | float32 | float64
     valid: int = 0  # 0 means all
     table: bool = False
+    # STFT framing (block kernels only): transform b is frame b % frames of signal b // frames
+    # and element j reads sample t * hop + j - pad of it; "constant" pads with zeros, "indexed"
+    # takes the source of each padded sample from a launch-time table (numpy.pad's modes).
+    frames: str = ""  # "" | constant | indexed
+    window: bool = False  # multiply element j by a real window table (frames only)
 
 
 @dataclass(frozen=True)
@@ -96,6 +112,9 @@ class StoreSpec:
     table: bool = False
     scaled: bool = False
     logical: int = 0  # the transform length the half / real modes refer to (0: the pass's n)
+    # What is stored of each (scaled) complex value: itself, or as a real value its magnitude,
+    # power, or dB (10 log10(max(power, eps))) -- block kernels only.
+    value: str = "complex"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,12 @@ def _cpu(x, y):
     return from_numpy(cpu_conv.fftconvolve_full(to_numpy(x), to_numpy(y)))
 
 
+def _cuda(x, y):
+    from specux.kernels.cuda import transforms
+
+    return transforms.fftconvolve(x, y)
+
+
 def _setup(ctx, inputs, output):
     ctx.save_for_backward(*inputs)
 
@@ -48,7 +54,7 @@ declare(
     "fftconvolve",
     "(Tensor x, Tensor y) -> Tensor",
     fake=_fake,
-    kernels={"cpu": _cpu},
+    kernels={"cpu": _cpu, "cuda": _cuda},
     backward=_backward,
     setup_context=_setup,
 )

@@ -44,6 +44,14 @@ def _cqt_cpu(x, spec, pad_mode, output, eps):
     return from_numpy(out)
 
 
+def _cqt_cuda(x, spec, pad_mode, output, eps):
+    from specux.kernels.cuda import transforms
+
+    if x.shape[-1] == 0 and pad_mode != "constant":
+        raise ValueError(f"cqt: pad_mode={pad_mode!r} needs at least one sample")
+    return transforms.cqt(x, ConstantQSpec.from_key(spec), pad_mode, output, eps)
+
+
 def _cqt_setup(ctx, inputs, output):
     x, ctx.spec, ctx.pad_mode, ctx.output, ctx.eps = inputs
     ctx.length = x.shape[-1]
@@ -63,7 +71,7 @@ declare(
     "cqt",
     "(Tensor x, str spec, str pad_mode, str output, float eps) -> Tensor",
     fake=_cqt_fake,
-    kernels={"cpu": _cqt_cpu},
+    kernels={"cpu": _cqt_cpu, "cuda": _cqt_cuda},
     backward=_cqt_backward,
     setup_context=_cqt_setup,
 )
@@ -101,6 +109,14 @@ def _cqt_adjoint_cpu(grad, spec, pad_mode, length):
     return from_numpy(cpu_cqt.cqt_adjoint(to_numpy(grad), s, pad_mode, length))
 
 
+def _cqt_adjoint_cuda(grad, spec, pad_mode, length):
+    from specux.kernels.cuda import transforms
+
+    s = ConstantQSpec.from_key(spec)
+    _check_grad(grad, s, length)
+    return transforms.cqt_adjoint(grad, s, pad_mode, length)
+
+
 def _cqt_adjoint_setup(ctx, inputs, output):
     _, ctx.spec, ctx.pad_mode, _ = inputs
 
@@ -113,7 +129,7 @@ declare(
     "cqt_adjoint",
     "(Tensor grad, str spec, str pad_mode, int length) -> Tensor",
     fake=_cqt_adjoint_fake,
-    kernels={"cpu": _cqt_adjoint_cpu},
+    kernels={"cpu": _cqt_adjoint_cpu, "cuda": _cqt_adjoint_cuda},
     backward=_cqt_adjoint_backward,
     setup_context=_cqt_adjoint_setup,
 )

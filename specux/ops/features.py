@@ -65,6 +65,14 @@ def _bank_cpu(x, window, window_name, n_fft, hop_length, win_length, center, pad
     return from_numpy(out)
 
 
+def _bank_cuda(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode, power,
+               bank, bank_spec, output, eps):  # fmt: skip
+    from specux.kernels.cuda import transforms
+
+    p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, False, True)
+    return transforms.bank_spectrogram(x, window, p, power, bank, bank_spec, output, eps)
+
+
 def _bank_setup(ctx, inputs, output):
     x, window, *rest = inputs
     ctx.args = tuple(rest)
@@ -100,7 +108,7 @@ declare(
     "bank_spectrogram",
     _BANK_SCHEMA,
     fake=_bank_fake,
-    kernels={"cpu": _bank_cpu},
+    kernels={"cpu": _bank_cpu, "cuda": _bank_cuda},
     backward=_bank_backward,
     setup_context=_bank_setup,
 )
@@ -129,6 +137,11 @@ def _project_cpu(x, matrix, spec):
     return from_numpy(np.ascontiguousarray(cpu_features.project(to_numpy(x), dense)))
 
 
+def _project_cuda(x, matrix, spec):
+    # A small dense product along the feature axis (DCT, chroma folds): torch's matmul.
+    return constant_matrix(matrix, spec, x).to(x.dtype) @ x
+
+
 def _project_setup(ctx, inputs, output):
     x, matrix, ctx.spec = inputs
     ctx.save_for_backward(x, matrix)
@@ -148,7 +161,7 @@ declare(
     "project",
     "(Tensor x, Tensor? matrix, str spec) -> Tensor",
     fake=_project_fake,
-    kernels={"cpu": _project_cpu},
+    kernels={"cpu": _project_cpu, "cuda": _project_cuda},
     backward=_project_backward,
     setup_context=_project_setup,
 )

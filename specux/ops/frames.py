@@ -21,6 +21,12 @@ def _frame_cpu(x, frame_length, hop_length, pad, pad_mode):
     return from_numpy(out)
 
 
+def _frame_cuda(x, frame_length, hop_length, pad, pad_mode):
+    from specux.kernels.cuda import transforms
+
+    return transforms.frame(x, frame_length, hop_length, pad, pad_mode)
+
+
 def _frame_setup(ctx, inputs, output):
     x, ctx.frame_length, ctx.hop_length, ctx.pad, ctx.pad_mode = inputs
     ctx.length = x.shape[-1]
@@ -40,7 +46,7 @@ declare(
     "frame",
     "(Tensor x, int frame_length, int hop_length, int pad, str pad_mode) -> Tensor",
     fake=_frame_fake,
-    kernels={"cpu": _frame_cpu},
+    kernels={"cpu": _frame_cpu, "cuda": _frame_cuda},
     backward=_frame_backward,
     setup_context=_frame_setup,
 )
@@ -71,6 +77,13 @@ def _overlap_add_cpu(frames, length, hop_length, pad, pad_mode):
     return from_numpy(out)
 
 
+def _overlap_add_cuda(frames, length, hop_length, pad, pad_mode):
+    from specux.kernels.cuda import transforms
+
+    _check_count(frames, length, hop_length, pad)
+    return transforms.overlap_add(frames, length, hop_length, pad, pad_mode)
+
+
 def _overlap_add_setup(ctx, inputs, output):
     frames, _, ctx.hop_length, ctx.pad, ctx.pad_mode = inputs
     ctx.frame_length = frames.shape[-1]
@@ -90,7 +103,7 @@ declare(
     "overlap_add",
     "(Tensor frames, int length, int hop_length, int pad, str pad_mode) -> Tensor",
     fake=_overlap_add_fake,
-    kernels={"cpu": _overlap_add_cpu},
+    kernels={"cpu": _overlap_add_cpu, "cuda": _overlap_add_cuda},
     backward=_overlap_add_backward,
     setup_context=_overlap_add_setup,
 )

@@ -92,6 +92,15 @@ def _stft_cpu(x, window, window_name, n_fft, hop_length, win_length, center, pad
     return from_numpy(cpu_stft.stft(to_numpy(x), w, p, output, eps))
 
 
+def _stft_cuda(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
+               normalized, onesided, output, eps):  # fmt: skip
+    from specux.kernels.cuda import transforms
+
+    p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, normalized,
+                  onesided)  # fmt: skip
+    return transforms.stft(x, window, p, output, eps)
+
+
 def _stft_setup(ctx, inputs, output):
     x, window, window_name, *rest = inputs
     ctx.args = (window_name, *rest)
@@ -164,7 +173,7 @@ declare(
     "stft",
     _STFT_SCHEMA,
     fake=_stft_fake,
-    kernels={"cpu": _stft_cpu},
+    kernels={"cpu": _stft_cpu, "cuda": _stft_cuda},
     backward=_stft_backward,
     setup_context=_stft_setup,
 )
@@ -200,6 +209,15 @@ def _istft_cpu(spec, window, window_name, n_fft, hop_length, win_length, center,
     w = None if window is None else to_numpy(window)
     out = cpu_stft.istft(to_numpy(spec), w, p, None if length < 0 else length)
     return from_numpy(out)
+
+
+def _istft_cuda(spec, window, window_name, n_fft, hop_length, win_length, center, normalized,
+                onesided, length):  # fmt: skip
+    from specux.kernels.cuda import transforms
+
+    p = params_of(n_fft, hop_length, win_length, window_name, center, "constant", normalized,
+                  onesided)  # fmt: skip
+    return transforms.istft(spec, window, p, length)
 
 
 def _istft_setup(ctx, inputs, output):
@@ -247,7 +265,7 @@ declare(
     "istft",
     _ISTFT_SCHEMA,
     fake=_istft_fake,
-    kernels={"cpu": _istft_cpu},
+    kernels={"cpu": _istft_cpu, "cuda": _istft_cuda},
     backward=_istft_backward,
     setup_context=_istft_setup,
 )

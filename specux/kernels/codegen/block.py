@@ -46,11 +46,49 @@ BLOCK_PARAMS = (
     ("long long", "store_valid"),
     ("long long", "logical"),
     ("long long", "total"),  # the four-step length (twist modulus)
+    # framing (LoadSpec.frames): the signal's length, the padding before it, the padded
+    # samples' source indices (int32: pad left, then pad right), the real window of n points
+    ("long long", "sig_len"),
+    ("long long", "pad"),
+    ("const void*", "pad_table"),
+    ("const void*", "window"),
+    ("double", "eps"),  # the dB floor of StoreSpec.value "db"
 )
+
+
+def _frame_load_lambda(spec: BlockSpec) -> str:
+    """Element ``g`` of the frame starting at sample ``org`` (padding and window applied)."""
+    load = spec.load
+    in_t = _storage_type(load.storage, "real")
+    step = "" if spec.unit_in else " * in_elem_stride"
+    lines = [
+        "    auto load = [&](long long base, long long org, long long g) -> cpx {",
+        f"        const {in_t}* in = (const {in_t}*)in_ptr;",
+        "        cpx v = {0, 0};",
+    ]
+    if load.valid:
+        lines.append("        if (g >= load_valid) return v;  // zero padding")
+    lines.append("        long long pos = org + g;")
+    if load.frames == "indexed":
+        lines += [
+            "        if (pos < 0) pos = ((const int*)pad_table)[pos + pad];",
+            "        else if (pos >= sig_len) pos = ((const int*)pad_table)[pad + pos - sig_len];",
+        ]
+    else:
+        lines.append("        if (pos < 0 || pos >= sig_len) return v;")
+    lines.append(f"        v.re = to_real(in[base + pos{step}]);")
+    if load.window:
+        lines.append("        v.re *= ((const real_t*)window)[g];")
+    if load.table:
+        lines.append("        v = cmul(v, ((const cpx*)load_table)[g]);")
+    lines += ["        return v;", "    };"]
+    return "\n".join(lines)
 
 
 def _load_lambda(spec: BlockSpec) -> str:
     load = spec.load
+    if load.frames:
+        return _frame_load_lambda(spec)
     in_t = _storage_type(load.storage, load.mode)
     lines = [
         "    auto load = [&](long long base, long long g) -> cpx {",
@@ -80,7 +118,8 @@ def _load_lambda(spec: BlockSpec) -> str:
 
 def _store_lambda(spec: BlockSpec) -> str:
     store = spec.store
-    out_t = _storage_type(store.storage, store.mode)
+    value = store.value
+    out_t = _storage_type(store.storage, "real" if value != "complex" else store.mode)
     lines = [
         "    auto store = [&](long long base, long long g, cpx v) {",
         f"        {out_t}* out = ({out_t}*)out_ptr;",
@@ -94,7 +133,16 @@ def _store_lambda(spec: BlockSpec) -> str:
     if store.scaled:
         lines.append("        v.re *= (real_t)scale; v.im *= (real_t)scale;")
     target = "out[base + g]" if spec.unit_out else "out[base + g * out_elem_stride]"
-    lines.append(f"        put(&{target}, {'v.re' if store.mode == 'real' else 'v'});")
+    if value == "complex":
+        result = "v.re" if store.mode == "real" else "v"
+    else:
+        lines.append("        const real_t power = v.re * v.re + v.im * v.im;")
+        result = {
+            "power": "power",
+            "magnitude": "sqrt(power)",
+            "db": "(real_t)10 * log10(power > (real_t)eps ? power : (real_t)eps)",
+        }[value]
+    lines.append(f"        put(&{target}, {result});")
     lines.append("    };")
     return "\n".join(lines)
 
@@ -106,16 +154,28 @@ def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
         f"    const long long b{p} = block * {spec.per_block}LL + {slot};",
         f"    const bool live{p} = b{p} < batch;",
     ]
-    if spec.split:
+    if spec.load.frames:  # frame c of signal s: its samples start at c * hop - pad
+        lines += [
+            f"    const long long sig{p} = b{p} / cols;",
+            f"    const long long u{p} = b{p};",
+            f"    const long long c{p} = 0;",
+            f"    const long long in_org{p} = (b{p} - sig{p} * cols) * in_cmul - pad;",
+            f"    const long long in_base{p} = live{p} ? row_base(sig{p}, in_inner, "
+            "in_outer_stride, in_inner_stride) : 0;",
+        ]
+    elif spec.split:
         lines += [
             f"    const long long u{p} = b{p} / cols;",
             f"    const long long c{p} = b{p} - u{p} * cols;",
         ]
     else:
         lines += [f"    const long long u{p} = b{p};", f"    const long long c{p} = 0;"]
+    if not spec.load.frames:
+        lines.append(
+            f"    const long long in_base{p} = live{p} ? row_base(u{p}, in_inner, "
+            "in_outer_stride, in_inner_stride) : 0;"
+        )
     lines += [
-        f"    const long long in_base{p} = live{p} ? row_base(u{p}, in_inner, in_outer_stride, "
-        "in_inner_stride) : 0;",
         f"    const long long out_base{p} = live{p} ? row_base(u{p}, out_inner, out_outer_stride, "
         "out_inner_stride) : 0;",
         f"    const long long in_g{p} = c{p} * in_cmul;",
@@ -126,6 +186,11 @@ def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
 
 def _global_load(spec: BlockSpec, j: str, p: str = "") -> str:
     """The value of element ``j`` (an int expression) of the slot's transform, from global."""
+    if spec.load.frames:
+        if spec.pack == "r2c":
+            return (f"cpx{{load(in_base{p}, in_org{p}, 2LL * ({j})).re, "
+                    f"load(in_base{p}, in_org{p}, 2LL * ({j}) + 1).re}}")  # fmt: skip
+        return f"load(in_base{p}, in_org{p}, (long long)({j}))"
     jmul = "" if spec.unit_in else " * in_jmul"
     g = f"in_g{p} + (long long)({j}){jmul}"
     if spec.pack == "r2c":  # even / odd real samples as re / im

@@ -204,6 +204,8 @@ def render_pass(spec: PassSpec, dialect: Dialect) -> str:
     The source depends only on :func:`source_key`; sizes arrive as launch arguments.
     """
     spec = source_key(spec)
+    if spec.load.frames or spec.load.window or spec.store.value != "complex":
+        raise ValueError("framing, windows and value outputs are block-kernel features")
     params = ", ".join(f"{t} {n}" for t, n in PARAMS)
     args = ", ".join(n for _, n in PARAMS)
     radix = spec.radix

@@ -1,5 +1,5 @@
-"""Every FFT kernel family behind one interface, for the runtimes (CUDA, host emulation) and
-the compile-only tests: which source a launch spec needs, and that source."""
+"""Every kernel family behind one interface, for the runtimes (CUDA, host emulation) and the
+compile-only tests: which source a launch spec needs, and that source."""
 
 from __future__ import annotations
 
@@ -7,19 +7,32 @@ from specux.kernels.codegen.block import BLOCK_NAME, BLOCK_PARAMS, block_source_
 from specux.kernels.codegen.dialects import Dialect
 from specux.kernels.codegen.fft import KERNEL_NAME, PARAMS, render_pass
 from specux.kernels.codegen.fft import source_key as pass_source_key
+from specux.kernels.codegen.gather import GATHER_NAME, GATHER_PARAMS, GatherSpec, render_gather
 from specux.kernels.plan import BlockSpec, PassSpec
 
+Spec = PassSpec | BlockSpec | GatherSpec
 
-def source_key(spec: PassSpec | BlockSpec) -> PassSpec | BlockSpec:
+
+def source_key(spec: Spec) -> Spec:
     """The spec without its launch-time values: equal keys render identical source."""
-    return block_source_key(spec) if isinstance(spec, BlockSpec) else pass_source_key(spec)
+    if isinstance(spec, BlockSpec):
+        return block_source_key(spec)
+    if isinstance(spec, GatherSpec):
+        return spec
+    return pass_source_key(spec)
 
 
-def render(spec: PassSpec | BlockSpec, dialect: Dialect) -> tuple[str, str, tuple]:
+def render(spec: Spec, dialect: Dialect) -> tuple[str, str, tuple]:
     """(source, entry point name, parameters) of the kernel that runs ``spec``."""
     if isinstance(spec, BlockSpec):
         return render_block(spec, dialect), BLOCK_NAME, BLOCK_PARAMS
+    if isinstance(spec, GatherSpec):
+        return render_gather(spec, dialect), GATHER_NAME, GATHER_PARAMS
     return render_pass(spec, dialect), KERNEL_NAME, PARAMS
 
 
-__all__ = ["render", "source_key"]
+# The kernel parameters (type, name) of each family, by spec type.
+PARAMS_OF = {BlockSpec: BLOCK_PARAMS, GatherSpec: GATHER_PARAMS, PassSpec: PARAMS}
+
+
+__all__ = ["PARAMS_OF", "Spec", "render", "source_key"]

@@ -17,7 +17,7 @@ _NUMPY_MODE = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
 @functools.lru_cache(maxsize=128)
-def _pad_sources(length: int, pad: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
+def pad_sources(length: int, pad: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
     """Source index of every left-pad and right-pad sample of a ``mode`` padding."""
     index = np.pad(np.arange(length), pad, mode=_NUMPY_MODE[mode])
     left, right = index[:pad].copy(), index[pad + length :].copy()
@@ -36,7 +36,7 @@ def pad_signal(x: np.ndarray, pad: int, mode: str) -> np.ndarray:
         out[..., :pad] = 0
         out[..., pad + length :] = 0
     else:
-        left, right = _pad_sources(length, pad, mode)
+        left, right = pad_sources(length, pad, mode)
         out[..., :pad] = x[..., left]
         out[..., pad + length :] = x[..., right]
     return out
@@ -52,7 +52,7 @@ def padded_segment(x: np.ndarray, pad: int, mode: str, start: int, stop: int) ->
         out = np.zeros((x.shape[0], stop - start), dtype=x.dtype)
         out[:, inside] = x[:, index[inside]]
         return out
-    left, right = _pad_sources(length, pad, mode)
+    left, right = pad_sources(length, pad, mode)
     source = index.copy()
     source[index < 0] = left[index[index < 0] + pad]
     source[index >= length] = right[index[index >= length] - length]
@@ -64,7 +64,7 @@ def pad_adjoint(xp: np.ndarray, pad: int, mode: str, length: int) -> np.ndarray:
     out = np.array(xp[..., pad : pad + length], copy=True)
     if pad == 0 or mode == "constant":
         return out
-    left, right = _pad_sources(length, pad, mode)
+    left, right = pad_sources(length, pad, mode)
     flat_out = out.reshape(-1, length)
     flat_xp = xp.reshape(-1, xp.shape[-1])
     # np.add.at accumulates repeated indices (short signals reflect onto a sample many times).

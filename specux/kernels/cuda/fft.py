@@ -15,17 +15,14 @@ import numpy as np
 import torch
 
 from specux.compat.torch_compat import dtype_name
-from specux.kernels.codegen.block import BLOCK_PARAMS
 from specux.kernels.codegen.dialects import CUDA
-from specux.kernels.codegen.fft import PARAMS, arg_types
-from specux.kernels.codegen.kernels import render, source_key
+from specux.kernels.codegen.fft import arg_types
+from specux.kernels.codegen.kernels import PARAMS_OF, render, source_key
 from specux.kernels.cuda.runtime import get_kernel
 from specux.kernels.fft_exec import Strides, transform_1d
 from specux.kernels.plan import BlockSpec, PassSpec
 from specux.meta import dtypes
 
-_ARG_TYPES = arg_types(PARAMS)
-_BLOCK_ARG_TYPES = arg_types(BLOCK_PARAMS)
 _DEFAULT_SHARED = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 
 # torch dtype -> (storage name, register precision)
@@ -38,6 +35,11 @@ _STORAGE = {
     torch.complex128: ("float64", "float64"),
 }
 _SCRATCH = {"float32": torch.complex64, "float64": torch.complex128}
+
+
+@functools.cache
+def _arg_types(family: type) -> tuple:
+    return arg_types(PARAMS_OF[family])
 
 
 @functools.lru_cache(maxsize=1024)
@@ -79,11 +81,21 @@ class TorchCudaBackend:
                 table = self._tables.setdefault(full_key, table)
         return table
 
+    def constant(self, key: tuple, values: np.ndarray) -> torch.Tensor:
+        """``values`` on the device as they are (dtype kept), uploaded once per key."""
+        full_key = ("constant", key, values.dtype.str, self.index)
+        table = self._tables.get(full_key)
+        if table is None:
+            table = torch.from_numpy(np.array(values)).to(self.device)
+            with self._lock:
+                table = self._tables.setdefault(full_key, table)
+        return table
+
     def pointer(self, buffer: torch.Tensor) -> int:
         return buffer.data_ptr()
 
     def launch(self, spec, grid: int, block: int, shared: int, args: tuple) -> None:
-        types = _BLOCK_ARG_TYPES if isinstance(spec, BlockSpec) else _ARG_TYPES
+        types = _arg_types(type(spec))
         _kernel(spec, self.index).launch((grid,), (block,), shared, self.stream,
                                          tuple(zip(args, types)))  # fmt: skip
 

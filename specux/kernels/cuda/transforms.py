@@ -1,0 +1,353 @@
+"""The spectral transforms on CUDA tensors: generated kernels (:mod:`transform_exec`) on
+torch's current stream, buffers from torch's caching allocator.
+
+- stft: one launch (two for Bluestein lengths) -- framing, padding and the window in the FFT's
+  loads, magnitude / power / dB in its stores. n_fft beyond a block runs as frame kernel +
+  FFT + the output mapping.
+- istft: the inverse FFT of every frame, then one gather kernel (window, overlap-add,
+  envelope division, crop).
+- bank_spectrogram: the stft kernel's power / magnitude, then a sparse filterbank reduce
+  (dB in the same kernel).
+- frame / overlap_add: the gather kernels (the adjoints of the stft and istft use them).
+- cqt / cqt_adjoint: the CPU backend's exact octave kernels as hop-wide chunked products
+  (torch's matmul) over the padded signal (padded by the frame kernel).
+- fftconvolve: FFTs of both zero-padded inputs, the product, one inverse FFT.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from specux.kernels import transform_exec
+from specux.kernels.cpu import cqt as cpu_cqt
+from specux.kernels.cpu import stft as cpu_stft
+from specux.kernels.cuda import fft as cuda_fft
+from specux.kernels.cuda.fft import _STORAGE, TorchCudaBackend, _axis_scale, _dense
+from specux.kernels.plan import smooth_length
+from specux.meta import filters, matrices, shapes
+from specux.meta.cqt_params import ConstantQSpec
+from specux.meta.cqt_shapes import cqt_n_frames
+from specux.meta.matrices import MatrixSpec
+from specux.meta.params import StftParams
+from specux.meta.windows import centered_offset
+
+_REAL_TORCH = {"float32": torch.float32, "float64": torch.float64}
+
+
+def _storage(t: torch.Tensor) -> tuple[str, str]:
+    """(storage, precision) of a real tensor; raises for dtypes the kernels do not read."""
+    try:
+        return _STORAGE[t.dtype]
+    except KeyError:
+        raise TypeError(
+            f"CUDA kernels read float16, float32 and float64 tensors, not {t.dtype}"
+        ) from None
+
+
+def _rows(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """``x`` dense, and how many rows of its last axis it holds."""
+    x = _dense(x)
+    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    return x, rows
+
+
+def full_window(p: StftParams, window: torch.Tensor | None, precision: str,
+                device: torch.device) -> torch.Tensor:  # fmt: skip
+    """The n_fft-point window in the compute precision, on the device (named: uploaded once)."""
+    dtype = _REAL_TORCH[precision]
+    if window is None:
+        host = cpu_stft.full_window(p, None, np.dtype(precision))
+        backend = TorchCudaBackend(device)
+        return backend.constant(("window", p.window, p.win_length, p.n_fft), host)
+    left = centered_offset(p.win_length, p.n_fft)
+    full = torch.nn.functional.pad(window.to(dtype), (left, p.n_fft - p.win_length - left))
+    return full.contiguous()
+
+
+# ---------------------------------------------------------------------------------------------
+# frame / overlap_add
+
+
+def frame(x: torch.Tensor, frame_length: int, hop: int, pad: int, mode: str) -> torch.Tensor:
+    storage, precision = _storage(x)
+    x, rows = _rows(x)
+    length = x.shape[-1]
+    count = shapes.n_frames(length, frame_length, hop, pad)
+    out = torch.empty((*x.shape[:-1], count, frame_length), dtype=x.dtype, device=x.device)
+    transform_exec.frame(TorchCudaBackend(x.device), x, out, rows=rows, sig_len=length,
+                         frame_len=frame_length, hop=hop, pad=pad, mode=mode, count=count,
+                         storage=storage, precision=precision)  # fmt: skip
+    return out
+
+
+def overlap_add(frames: torch.Tensor, length: int, hop: int, pad: int, mode: str) -> torch.Tensor:
+    storage, precision = _storage(frames)
+    frames = _dense(frames)
+    *batch, count, frame_length = frames.shape
+    out = torch.empty((*batch, length), dtype=frames.dtype, device=frames.device)
+    rows = out.numel() // length if length else 0
+    transform_exec.overlap_add(TorchCudaBackend(frames.device), frames, out, rows=rows,
+                               sig_len=length, frame_len=frame_length, hop=hop, pad=pad,
+                               mode=mode, count=count, storage=storage,
+                               precision=precision)  # fmt: skip
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# stft
+
+
+def _spectrum_dtype(storage: str, value: str) -> torch.dtype:
+    real = {"float16": torch.float16, "float32": torch.float32, "float64": torch.float64}
+    complex_ = {"float16": torch.complex32, "float32": torch.complex64,
+                "float64": torch.complex128}  # fmt: skip
+    return complex_[storage] if value == "complex" else real[storage]
+
+
+def _stft_into(x: torch.Tensor, window, p: StftParams, value: str, eps: float,
+               storage: str | None = None) -> torch.Tensor:  # fmt: skip
+    """The stft of ``x`` as a frame-major ``(..., n_frames, n_freq)`` tensor of ``value``."""
+    src_storage, precision = _storage(x)
+    dst_storage = storage or src_storage
+    x, rows = _rows(x)
+    length = x.shape[-1]
+    count = shapes.n_frames(length, p.n_fft, p.hop_length, p.pad)
+    out = cuda_fft._empty((*x.shape[:-1], count, p.n_freq), _spectrum_dtype(dst_storage, value),
+                          x.device)  # fmt: skip
+    if out.numel() == 0:
+        return out.zero_()
+    w = full_window(p, window, precision, x.device)
+    scale = _axis_scale(p.n_fft, p.fft_norm, False)
+    if transform_exec.stft_fusable(p.n_fft, precision, p.onesided):
+        transform_exec.stft(TorchCudaBackend(x.device), x, out, w, signals=rows,
+                            sig_len=length, n_fft=p.n_fft, hop=p.hop_length, pad=p.pad,
+                            mode=p.pad_mode, onesided=p.onesided, value=value, eps=eps,
+                            scale=scale, precision=precision, src_storage=src_storage,
+                            dst_storage=dst_storage)  # fmt: skip
+        return out
+    # Beyond a block: frames in memory, then the FFT kernels, then the output mapping.
+    frames = frame(x, p.n_fft, p.hop_length, p.pad, p.pad_mode)
+    frames = frames.to(_REAL_TORCH[precision]) * w
+    norm = p.fft_norm
+    if p.onesided:
+        spectrum = cuda_fft.r2c(frames, [-1], norm)
+    else:
+        spectrum = cuda_fft.c2c(frames.to(_spectrum_dtype(precision, "complex")), [-1], True,
+                                norm)  # fmt: skip
+    out.copy_(_apply_value(spectrum, value, eps))
+    return out
+
+
+def _apply_value(spectrum: torch.Tensor, value: str, eps: float) -> torch.Tensor:
+    if value == "complex":
+        return spectrum
+    power = spectrum.real * spectrum.real + spectrum.imag * spectrum.imag
+    if value == "power":
+        return power
+    if value == "magnitude":
+        return power.sqrt()
+    return 10.0 * torch.log10(power.clamp_min(eps))
+
+
+def stft(x: torch.Tensor, window, p: StftParams, output: str, eps: float) -> torch.Tensor:
+    """``(..., L)`` -> ``(..., n_freq, n_frames)`` (a transposed view of frame-major memory)."""
+    return _stft_into(x, window, p, output, eps).transpose(-1, -2)
+
+
+# ---------------------------------------------------------------------------------------------
+# istft
+
+
+@functools.lru_cache(maxsize=128)
+def _named_envelope(p: StftParams, count: int, length: int, precision: str):
+    w = cpu_stft.full_window(p, None, np.dtype("float64"))
+    return _envelope(p, np.asarray(w), count, length, precision)
+
+
+def _envelope(p: StftParams, w64: np.ndarray, count: int, length: int, precision: str):
+    """(envelope over [start, stop) in the compute precision, start, stop, out_length),
+    after the NOLA check (raises like the CPU backend)."""
+    env = cpu_stft.envelope(p, w64, count)
+    start, stop, out_length = cpu_stft.istft_bounds(p, count, None if length < 0 else length)
+    cpu_stft.check_nola(env, start, stop)
+    part = np.ascontiguousarray(env[start:stop].astype(precision))
+    part.flags.writeable = False
+    return part, start, stop, out_length
+
+
+def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tensor:
+    storage, precision = _STORAGE[spec.dtype]
+    count = spec.shape[-1]
+    columns = spec.transpose(-1, -2)
+    if p.onesided:
+        frames = cuda_fft.c2r(columns, [-1], p.n_fft, p.fft_norm)
+    else:
+        frames = cuda_fft.c2c(columns, [-1], False, p.fft_norm).real.contiguous()
+    backend = TorchCudaBackend(spec.device)
+    if window is None:
+        env, start, stop, out_length = _named_envelope(p, count, length, precision)
+        env_key = ("envelope", p, count, length)
+    else:
+        w64 = full_window(p, window.detach(), "float64", spec.device).cpu().numpy()
+        env, start, stop, out_length = _envelope(p, w64, count, length, precision)
+        env_key = None
+    envelope = (backend.constant(env_key, env) if env_key is not None
+                else torch.from_numpy(np.array(env)).to(spec.device))  # fmt: skip
+    w = full_window(p, window, precision, spec.device)
+    out = torch.empty((*spec.shape[:-2], out_length), dtype=frames.dtype, device=spec.device)
+    rows = out.numel() // out_length if out_length else 0
+    transform_exec.istft_overlap_add(backend, frames, out, w, envelope, rows=rows, count=count,
+                                     frame_len=p.n_fft, hop=p.hop_length, start=start,
+                                     stop=stop, out_len=out_length, storage=storage,
+                                     precision=precision)  # fmt: skip
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# bank_spectrogram
+
+
+@functools.lru_cache(maxsize=64)
+def _sparse_bank(bank_spec: str, precision: str):
+    dense = matrices.matrix(MatrixSpec.from_key(bank_spec), np.dtype("float64"))
+    sparse = filters.sparse_bank(dense)
+    bands = transform_exec.sparse_bands(sparse.starts, sparse.stops, sparse.max_width)
+    weights = np.ascontiguousarray(sparse.weights.astype(precision).ravel())
+    weights.flags.writeable = False
+    return bands, weights
+
+
+def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: str,
+                     output: str, eps: float) -> torch.Tensor:  # fmt: skip
+    """``bank @ |stft(x)| ** power`` (dB when output is "db"), ``(..., n_bands, n_frames)``."""
+    storage, precision = _storage(x)
+    value = "power" if power == 2.0 else "magnitude"
+    # The spectrum stays in the compute precision between the two kernels.
+    spectrum = _stft_into(x, window, p, value, eps, storage=precision)
+    backend = TorchCudaBackend(x.device)
+    n_in = p.n_freq
+    if bank is None:
+        bands_host, weights_host = _sparse_bank(bank_spec, precision)
+        bands = backend.constant(("bands", bank_spec), bands_host)
+        weights = backend.constant(("bank", bank_spec), weights_host)
+        n_out = len(bands_host)
+    else:
+        n_out = bank.shape[0]
+        dense = transform_exec.sparse_bands(np.zeros(n_out, np.int64),
+                                            np.full(n_out, n_in, np.int64), n_in)  # fmt: skip
+        bands = backend.constant(("dense bands", n_out, n_in), dense)
+        weights = bank.detach().to(_REAL_TORCH[precision]).contiguous()
+    *lead, count, _ = spectrum.shape
+    out = torch.empty((*lead, count, n_out), dtype=x.dtype, device=x.device)
+    exponent = 1.0 if power in (1.0, 2.0) else power
+    transform_exec.bank(backend, spectrum, out, bands, weights, rows=out.numel() // max(n_out, 1),
+                        n_in=n_in, n_out=n_out, exponent=exponent,
+                        db_factor=20.0 / power if output == "db" else None, eps=eps,
+                        storage=storage, precision=precision)  # fmt: skip
+    return out.transpose(-1, -2)
+
+
+# ---------------------------------------------------------------------------------------------
+# cqt / cqt_adjoint
+
+
+def _cqt_plan(spec: ConstantQSpec, precision: str, length: int, count: int):
+    """The CPU backend's kernels, every octave as a frames group (the GPU runs them as
+    hop-wide chunked products; the polyphase DFT path is a CPU flop saving)."""
+    n_frames = cqt_n_frames(length, spec.hop_length)
+    plan = cpu_cqt.kernel_plan(spec, np.dtype(precision), n_frames, count, (0, 0))
+    return plan, n_frames, plan.pad(length, n_frames)
+
+
+def _cqt_kernel(backend, spec: ConstantQSpec, precision: str, group) -> torch.Tensor:
+    key = ("cqt kernel", spec.as_key(), precision, group.start, group.stop)
+    return backend.constant(key, group.kernel)
+
+
+def _chunks(frame_length: int, hop: int):
+    return [(first, min(hop, frame_length - first)) for first in range(0, frame_length, hop)]
+
+
+def cqt(x: torch.Tensor, spec: ConstantQSpec, pad_mode: str, output: str, eps: float):
+    """``(..., L)`` real -> ``(..., n_bins, n_frames)``: the CPU backend's definition (exact
+    correlation with librosa's filters, no decimation), as chunked products on the GPU."""
+    _, precision = _storage(x)
+    x = _dense(x).to(_REAL_TORCH[precision])
+    *batch, length = x.shape
+    count = x.numel() // length if length else 0
+    hop = spec.hop_length
+    plan, n_frames, pad = _cqt_plan(spec, precision, length, max(count, 1))
+    out = torch.zeros((count, n_frames, 2 * spec.n_bins), dtype=x.dtype, device=x.device)
+    if count and n_frames:
+        flat = x.reshape(count, length)
+        xp = frame(flat, length + 2 * pad, 1, pad, pad_mode).reshape(count, length + 2 * pad)
+        backend = TorchCudaBackend(x.device)
+        for g in plan.frames:
+            kernel = _cqt_kernel(backend, spec, precision, g)
+            acc = None
+            for first, width in _chunks(g.frame_length, hop):
+                view = xp.as_strided((count, n_frames, width), (xp.stride(0), hop, 1),
+                                     pad + g.offset + first)  # fmt: skip
+                part = view @ kernel[first : first + width]
+                acc = part if acc is None else acc.add_(part)
+            out[:, :, 2 * g.start : 2 * g.stop] = acc
+    spectrum = torch.view_as_complex(out.view(count, n_frames, spec.n_bins, 2))
+    result = _apply_value(spectrum, output, eps).reshape(*batch, n_frames, spec.n_bins)
+    return result.transpose(-1, -2)
+
+
+def cqt_adjoint(grad: torch.Tensor, spec: ConstantQSpec, pad_mode: str, length: int):
+    """The exact transpose of :func:`cqt` (complex output): ``Re(A^H G)``."""
+    precision = _STORAGE[grad.dtype][1]
+    ctype = _spectrum_dtype(precision, "complex")
+    *batch, n_bins, n_frames = grad.shape
+    count = grad.numel() // (n_bins * n_frames) if n_bins * n_frames else 0
+    columns = grad.transpose(-1, -2).to(ctype).contiguous().reshape(count, n_frames, n_bins)
+    real = torch.view_as_real(columns).reshape(count, n_frames, 2 * n_bins)
+    hop = spec.hop_length
+    plan, _, pad = _cqt_plan(spec, precision, length, max(count, 1))
+    xbar = torch.zeros((count, length + 2 * pad), dtype=real.dtype, device=grad.device)
+    if count and n_frames:
+        backend = TorchCudaBackend(grad.device)
+        for g in plan.frames:
+            kernel = _cqt_kernel(backend, spec, precision, g)
+            cotangent = real[:, :, 2 * g.start : 2 * g.stop]
+            for first, width in _chunks(g.frame_length, hop):
+                part = cotangent @ kernel[first : first + width].T  # (count, T, width)
+                # Chunks are at most a hop wide: the frames of one chunk never overlap.
+                target = xbar.as_strided((count, n_frames, width), (xbar.stride(0), hop, 1),
+                                         pad + g.offset + first)  # fmt: skip
+                target.add_(part)
+    folded = overlap_add(xbar.reshape(count, 1, length + 2 * pad), length, 1, pad, pad_mode)
+    return folded.reshape(*batch, length)
+
+
+# ---------------------------------------------------------------------------------------------
+# fftconvolve
+
+
+def fftconvolve(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Full linear convolution along the last axis (leading axes broadcast)."""
+    length = x.shape[-1] + y.shape[-1] - 1
+    n = smooth_length(length)
+    dtype = torch.promote_types(x.dtype, y.dtype)
+    if dtype.is_complex:
+        fx = cuda_fft.c2c(torch.nn.functional.pad(x.to(dtype), (0, n - x.shape[-1])), [-1],
+                          True, "backward")  # fmt: skip
+        fy = cuda_fft.c2c(torch.nn.functional.pad(y.to(dtype), (0, n - y.shape[-1])), [-1],
+                          True, "backward")  # fmt: skip
+        out = cuda_fft.c2c(fx * fy, [-1], False, "backward")
+    else:
+        fx = cuda_fft.r2c(torch.nn.functional.pad(x.to(dtype), (0, n - x.shape[-1])), [-1],
+                          "backward")  # fmt: skip
+        fy = cuda_fft.r2c(torch.nn.functional.pad(y.to(dtype), (0, n - y.shape[-1])), [-1],
+                          "backward")  # fmt: skip
+        out = cuda_fft.c2r(fx * fy, [-1], n, "backward")
+    return out[..., :length].contiguous()
+
+
+__all__ = ["bank_spectrogram", "cqt", "cqt_adjoint", "fftconvolve", "frame", "full_window",
+           "istft", "overlap_add", "stft"]  # fmt: skip

@@ -1,0 +1,147 @@
+"""Run the spectral transforms' kernels on any backend that can allocate, upload and launch
+(the CUDA runtime with torch tensors, the host emulation with numpy buffers).
+
+Written once against :class:`fft_exec.Backend` plus ``constant(key, values)``, which uploads
+a host array as it is (int32 index tables, real windows and weights) and caches it by key.
+Every function takes buffers already allocated by the caller and launches into them.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from specux.kernels.codegen.gather import GatherSpec
+from specux.kernels.cpu import frames as cpu_frames
+from specux.kernels.fft_exec import Framing, Strides, stft_1d, stft_fusable
+
+THREADS = 256  # per block, for the one-thread-per-output gather kernels
+
+
+@functools.lru_cache(maxsize=128)
+def pad_sources(length: int, pad: int, mode: str) -> np.ndarray:
+    """int32 source index of every padded sample (``pad`` before the signal, then ``pad``
+    after it): the CPU framing's index map, so both devices pad alike."""
+    out = np.concatenate(cpu_frames.pad_sources(length, pad, mode)).astype(np.int32)
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=128)
+def fold_table(length: int, pad: int, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The padding's adjoint as int32 CSR (targets, offsets, positions): sample ``targets[q]``
+    receives the padded positions ``positions[offsets[q]:offsets[q + 1]]`` (positions counted
+    in the padded signal)."""
+    sources = pad_sources(length, pad, mode).astype(np.int64)
+    positions = np.concatenate([np.arange(pad), pad + length + np.arange(pad)])
+    order = np.argsort(sources, kind="stable")
+    targets, starts = np.unique(sources[order], return_index=True)
+    offsets = np.append(starts, len(order))
+    frozen = tuple(np.ascontiguousarray(a, dtype=np.int32) for a in
+                   (targets, offsets, positions[order]))  # fmt: skip
+    for a in frozen:
+        a.flags.writeable = False
+    return frozen  # type: ignore[return-value]
+
+
+def _launch(backend, spec: GatherSpec, total: int, args: tuple) -> None:
+    if total > 0:
+        backend.launch(spec, -(-total // THREADS), THREADS, 0, args)
+
+
+def _args(backend, src, dst, a=None, b=None, c=None, *, rows=0, count=0, size=0, frame_len=0,
+          hop=0, pad=0, sig_len=0, start=0, stop=0, eps=0.0, factor=0.0,
+          exponent=0.0) -> tuple:  # fmt: skip
+    def ptr(buffer):
+        return backend.pointer(buffer) if buffer is not None else 0
+
+    return (ptr(src), ptr(dst), ptr(a), ptr(b), ptr(c), rows, count, size, frame_len, hop,
+            pad, sig_len, start, stop, float(eps), float(factor), float(exponent))  # fmt: skip
+
+
+def _padding(backend, length: int, pad: int, mode: str) -> tuple[str, Any]:
+    """(pad kind, pad table buffer or None) of a ``mode`` padding by ``pad`` samples."""
+    if pad == 0 or mode == "constant":
+        return "constant", None
+    return "indexed", backend.constant(("pad", length, pad, mode), pad_sources(length, pad, mode))
+
+
+def frame(backend, src, dst, *, rows: int, sig_len: int, frame_len: int, hop: int, pad: int,
+          mode: str, count: int, storage: str, precision: str) -> None:  # fmt: skip
+    """``dst[r, t, j] = pad(src)[r, t * hop + j]`` for contiguous rows of ``sig_len``."""
+    kind, table = _padding(backend, sig_len, pad, mode)
+    spec = GatherSpec("frame", storage, precision, kind)
+    args = _args(backend, src, dst, table, rows=rows, count=count, frame_len=frame_len, hop=hop,
+                 pad=pad, sig_len=sig_len)  # fmt: skip
+    _launch(backend, spec, rows * count * frame_len, args)
+
+
+def overlap_add(backend, src, dst, *, rows: int, sig_len: int, frame_len: int, hop: int,
+                pad: int, mode: str, count: int, storage: str, precision: str) -> None:  # fmt: skip
+    """The adjoint of :func:`frame`: overlap-add, read at the signal's samples, plus the
+    padded samples folded back onto their sources (a second launch for the fold)."""
+    common = dict(rows=rows, count=count, frame_len=frame_len, hop=hop, pad=pad,
+                  sig_len=sig_len)  # fmt: skip
+    spec = GatherSpec("ola", storage, precision)
+    _launch(backend, spec, rows * sig_len, _args(backend, src, dst, **common))
+    if pad == 0 or mode == "constant" or sig_len == 0:
+        return
+    targets, offsets, positions = (
+        backend.constant(("fold", part, sig_len, pad, mode), values)
+        for part, values in zip("top", fold_table(sig_len, pad, mode))
+    )
+    size = len(fold_table(sig_len, pad, mode)[0])
+    spec = GatherSpec("fold", storage, precision)
+    args = _args(backend, src, dst, targets, offsets, positions, size=size, **common)
+    _launch(backend, spec, rows * size, args)
+
+
+def istft_overlap_add(backend, frames, dst, window, envelope, *, rows: int, count: int,
+                      frame_len: int, hop: int, start: int, stop: int, out_len: int,
+                      storage: str, precision: str) -> None:  # fmt: skip
+    """``dst[r, i] = ola(frames * window)[r, start + i] / envelope[i]`` below ``stop``, else
+    0; ``frames`` contiguous ``(rows, count, frame_len)``, ``envelope`` of ``stop - start``."""
+    spec = GatherSpec("istft", storage, precision)
+    args = _args(backend, frames, dst, window, envelope, rows=rows, count=count, size=out_len,
+                 frame_len=frame_len, hop=hop, start=start, stop=stop)  # fmt: skip
+    _launch(backend, spec, rows * out_len, args)
+
+
+def bank(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
+         exponent: float, db_factor: float | None, eps: float, storage: str,
+         precision: str) -> None:  # fmt: skip
+    """``dst[r, m] = sum_k weights[band m] * src[r, k] ** exponent`` over band m's bins
+    (``bands``: int32 (first bin, bins, weight offset) per band), in dB when ``db_factor``."""
+    option = "db" if db_factor is not None else "power"
+    if exponent != 1.0:
+        option += "pow"
+    spec = GatherSpec("bank", storage, precision, option)
+    args = _args(backend, src, dst, bands, weights, rows=rows, size=n_out, frame_len=n_in,
+                 eps=eps, factor=db_factor or 0.0, exponent=exponent)  # fmt: skip
+    _launch(backend, spec, rows * n_out, args)
+
+
+def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, hop: int,
+         pad: int, mode: str, onesided: bool, value: str, eps: float, scale: float,
+         precision: str, src_storage: str, dst_storage: str) -> None:  # fmt: skip
+    """The fused STFT (:func:`fft_exec.stft_1d`) of contiguous rows of ``sig_len`` samples."""
+    count = 1 + (sig_len + 2 * pad - n_fft) // hop
+    kind, table = _padding(backend, sig_len, pad, mode)
+    framing = Framing(hop, pad, sig_len, count, kind)
+    stft_1d(backend, src, dst, window, table, n=n_fft, framing=framing, signals=signals,
+            onesided=onesided, value=value, eps=eps, scale=scale, precision=precision,
+            src_storage=src_storage, dst_storage=dst_storage,
+            src_strides=Strides(1, sig_len, 0, 1))  # fmt: skip
+
+
+def sparse_bands(starts: np.ndarray, stops: np.ndarray, width: int) -> np.ndarray:
+    """int32 (first bin, bins, weight offset) per band of a row-padded sparse bank."""
+    n = len(starts)
+    out = np.stack([starts, stops - starts, np.arange(n) * width], axis=1).astype(np.int32)
+    return np.ascontiguousarray(out)
+
+
+__all__ = ["bank", "fold_table", "frame", "istft_overlap_add", "overlap_add", "pad_sources",
+           "sparse_bands", "stft", "stft_fusable"]  # fmt: skip

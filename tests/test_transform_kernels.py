@@ -1,0 +1,168 @@
+"""The spectral transforms' generated kernels without a GPU: the framing FFT kernels (stft)
+and the gather kernels (frame, overlap-add and its fold, istft, filterbank) run through the
+host emulation on numpy buffers and are compared with the CPU backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tolerances import TOLERANCES
+
+from specux.kernels import transform_exec
+from specux.kernels.cpu import features as cpu_features
+from specux.kernels.cpu import frames as cpu_frames
+from specux.kernels.cpu import stft as cpu_stft
+from specux.meta import filters
+from specux.meta.params import StftParams, WindowSpec
+
+emulate = pytest.importorskip("specux.kernels.emulate")
+if emulate.compiler() is None:
+    pytest.skip("no C++ compiler for the host emulation", allow_module_level=True)
+
+_PRECISION = {np.float32: "float32", np.float64: "float64"}
+
+
+def _params(n_fft, hop, center, mode, onesided=True, normalized=False, win_length=None):
+    return StftParams(n_fft=n_fft, hop_length=hop, win_length=win_length or n_fft,
+                      window=WindowSpec.from_key("hann"), center=center, pad_mode=mode,
+                      normalized=normalized, onesided=onesided)  # fmt: skip
+
+
+def _peak_error(got, ref) -> float:
+    return float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-300))
+
+
+def _stft(x, p: StftParams, value: str):
+    """The emulated fused stft of ``x`` (2-D), as the CPU backend lays it out."""
+    dtype = x.dtype.type
+    precision = _PRECISION[dtype]
+    count = 1 + (x.shape[-1] + 2 * p.pad - p.n_fft) // p.hop_length
+    out_dtype = np.result_type(dtype, np.complex64) if value == "complex" else dtype
+    out = np.zeros((x.shape[0], count, p.n_freq), dtype=out_dtype)
+    window = np.array(cpu_stft.full_window(p, None, dtype))
+    transform_exec.stft(emulate.HostBackend(), x, out, window, signals=x.shape[0],
+                        sig_len=x.shape[-1], n_fft=p.n_fft, hop=p.hop_length, pad=p.pad,
+                        mode=p.pad_mode, onesided=p.onesided, value=value, eps=1e-10,
+                        scale=p.n_fft**-0.5 if p.normalized else 1.0, precision=precision,
+                        src_storage=precision, dst_storage=precision)  # fmt: skip
+    return out.swapaxes(-1, -2)
+
+
+# n_fft: packed even (16), odd smooth (15), Bluestein (17); hops that do not divide n_fft;
+# a signal shorter than the padding (9 samples, n_fft 12: reflect repeats).
+STFT_CASES = [
+    (16, 4, 50, True, "reflect", True, "complex"),
+    (16, 5, 50, True, "constant", True, "power"),
+    (17, 5, 50, True, "reflect", True, "complex"),
+    (17, 5, 50, False, "constant", False, "magnitude"),
+    (12, 5, 9, True, "reflect", True, "power"),
+    (15, 4, 40, True, "circular", True, "complex"),
+    (16, 3, 40, True, "replicate", False, "complex"),
+]
+
+
+@pytest.mark.parametrize("case", STFT_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_emulated_stft_float64(case, rng):
+    n_fft, hop, length, center, mode, onesided, value = case
+    p = _params(n_fft, hop, center, mode, onesided)
+    x = rng.standard_normal((2, length))
+    ref = cpu_stft.stft(x, None, p, value, 1e-10)
+    assert _peak_error(_stft(x, p, value), ref) <= TOLERANCES["float64"]
+
+
+@pytest.mark.parametrize("value", ["complex", "magnitude", "power"])
+def test_emulated_stft_float32_normalized(value, rng):
+    p = _params(16, 6, True, "reflect", normalized=True, win_length=12)
+    x = rng.standard_normal((2, 70))
+    ref = cpu_stft.stft(x, None, p, value, 1e-10)
+    got = _stft(x.astype(np.float32), p, value)
+    assert _peak_error(got, ref) <= TOLERANCES["float32_peak"]
+
+
+def test_emulated_stft_db(rng):
+    p = _params(16, 4, True, "constant")
+    x = rng.standard_normal((1, 40))
+    ref = cpu_stft.stft(x, None, p, "db", 1e-10)
+    assert np.max(np.abs(_stft(x, p, "db") - ref)) <= TOLERANCES["db_abs64"]
+
+
+FRAME_CASES = [
+    (50, 16, 4, 8, "reflect"),
+    (9, 12, 5, 6, "reflect"),  # shorter than the padding
+    (40, 15, 4, 7, "circular"),
+    (40, 16, 3, 8, "replicate"),
+    (40, 16, 3, 8, "constant"),
+    (30, 8, 8, 0, "constant"),
+]
+
+
+@pytest.mark.parametrize("case", FRAME_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_emulated_frame_and_its_adjoint(case, rng):
+    length, frame_len, hop, pad, mode = case
+    x = rng.standard_normal((3, length))
+    ref = cpu_frames.frame(x, frame_len, hop, pad, mode)
+    got = np.zeros_like(ref)
+    common = dict(rows=3, sig_len=length, frame_len=frame_len, hop=hop, pad=pad, mode=mode,
+                  count=ref.shape[1], storage="float64", precision="float64")  # fmt: skip
+    backend = emulate.HostBackend()
+    transform_exec.frame(backend, x, got, **common)
+    assert np.array_equal(got, ref)  # a gather: the same samples
+    grad = rng.standard_normal(ref.shape)
+    ref_adjoint = cpu_frames.overlap_add_padded(grad, length, hop, pad, mode)
+    adjoint = np.zeros((3, length))
+    transform_exec.overlap_add(backend, grad, adjoint, **common)
+    assert _peak_error(adjoint, ref_adjoint) <= TOLERANCES["float64"]
+
+
+def test_fold_table_is_the_padding_adjoint():
+    for length, pad, mode in ((9, 6, "reflect"), (5, 7, "circular"), (4, 3, "replicate")):
+        targets, offsets, positions = transform_exec.fold_table(length, pad, mode)
+        sources = transform_exec.pad_sources(length, pad, mode)
+        padded_position = np.concatenate([np.arange(pad), pad + length + np.arange(pad)])
+        for q, target in enumerate(targets):
+            mine = set(positions[offsets[q] : offsets[q + 1]].tolist())
+            assert mine == set(padded_position[sources == target].tolist())
+        assert offsets[-1] == 2 * pad
+
+
+@pytest.mark.parametrize("length", [None, 80, 30])
+def test_emulated_istft_overlap_add(length, rng):
+    p = _params(16, 5, True, "constant")
+    spectrum = cpu_stft.stft(rng.standard_normal((2, 60)), None, p)
+    ref = cpu_stft.istft(spectrum, None, p, length)
+    frames = np.ascontiguousarray(np.fft.irfft(spectrum.swapaxes(-1, -2), n=16, axis=-1))
+    window = np.array(cpu_stft.full_window(p, None, np.float64))
+    count = spectrum.shape[-1]
+    env = cpu_stft.envelope(p, window, count)
+    start, stop, out_length = cpu_stft.istft_bounds(p, count, length)
+    got = np.zeros((2, out_length))
+    transform_exec.istft_overlap_add(emulate.HostBackend(), frames, got, window,
+                                     np.ascontiguousarray(env[start:stop]), rows=2, count=count,
+                                     frame_len=16, hop=5, start=start, stop=stop,
+                                     out_len=out_length, storage="float64",
+                                     precision="float64")  # fmt: skip
+    assert _peak_error(got, ref) <= TOLERANCES["float64"]
+
+
+@pytest.mark.parametrize("power, db", [(2.0, False), (1.0, True), (1.5, False)])
+def test_emulated_sparse_bank(power, db, rng):
+    p = _params(64, 16, True, "constant")
+    x = rng.standard_normal((2, 300))
+    mel = filters.mel(sr=8000, n_fft=64, n_mels=10)
+    ref = cpu_features.bank_spectrogram(x, None, p, power, mel, "db" if db else "power", 1e-10)
+    spectrum = np.ascontiguousarray(
+        _stft(x, p, "power" if power == 2.0 else "magnitude").swapaxes(-1, -2)
+    )
+    sparse = filters.sparse_bank(mel)
+    bands = transform_exec.sparse_bands(sparse.starts, sparse.stops, sparse.max_width)
+    out = np.zeros((2, spectrum.shape[1], 10))
+    transform_exec.bank(emulate.HostBackend(), spectrum, out, bands,
+                        np.ascontiguousarray(sparse.weights.ravel()), rows=out.size // 10,
+                        n_in=33, n_out=10, exponent=1.0 if power in (1.0, 2.0) else power,
+                        db_factor=20.0 / power if db else None, eps=1e-10, storage="float64",
+                        precision="float64")  # fmt: skip
+    got = out.swapaxes(-1, -2)
+    if db:
+        assert np.max(np.abs(got - ref)) <= TOLERANCES["db_abs64"]
+    else:
+        assert _peak_error(got, ref) <= TOLERANCES["float64"]
