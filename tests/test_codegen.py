@@ -192,6 +192,13 @@ def _transform_families(recorder):
                                         onesided=onesided, value=value, eps=1e-10, scale=1.0,
                                         precision=precision, src_storage=storage,
                                         dst_storage=storage)  # fmt: skip
+            for power, db in ((2.0, None), (1.0, 20.0), (1.5, None)):  # the fused filterbank
+                transform_exec.stft(recorder, None, None, None, signals=1, sig_len=4 * n_fft,
+                                    n_fft=n_fft, hop=n_fft // 4, pad=n_fft // 2, mode="constant",
+                                    onesided=True, value="power", eps=1e-10, scale=1.0,
+                                    precision=precision, src_storage=storage,
+                                    dst_storage=storage,
+                                    bank=transform_exec.BankReduce(8, power, db))  # fmt: skip
         for kind, options in (("frame", ("constant", "indexed")), ("ola", ("",)), ("fold", ("",)),
                               ("istft", ("",)), ("bank", ("power", "db", "powerpow", "dbpow"))):
             for option in options:
@@ -219,7 +226,8 @@ def test_every_kernel_family_compiles_with_nvrtc():
     assert any(spec.store_staged and spec.split and not spec.twist for spec in blocks)
     # and the framing loads / value stores of the stft kernels
     assert {spec.load.frames for spec in blocks} == {"", "constant", "indexed"}
-    assert {spec.store.value for spec in blocks} == {"complex", "magnitude", "power", "db"}
+    assert {spec.store.value for spec in blocks} == {"complex", "magnitude", "power", "db", "pow"}
+    assert {spec.store.reduce for spec in blocks} == {"", "bank", "bank_db"}
 
     def compile_one(spec):
         source, name, _ = render(spec, CUDA)

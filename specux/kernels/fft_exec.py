@@ -133,6 +133,7 @@ class _Ref:
 
 _SRC, _DST = _Ref("src"), _Ref("dst")
 _WINDOW, _PAD_TABLE = _Ref("window"), _Ref("pad table")
+_BANDS, _WEIGHTS = _Ref("bands"), _Ref("weights")
 
 
 class _Program:
@@ -240,33 +241,51 @@ def stft_1d(
     backend: Backend, src: Any, dst: Any, window: Any, pad_table: Any, *, n: int,
     framing: Framing, signals: int, onesided: bool, value: str, eps: float, scale: float,
     precision: str, src_storage: str, dst_storage: str, src_strides: Strides,
+    bank: BankReduce | None = None, bands: Any = None, weights: Any = None,
 ) -> None:  # fmt: skip
     """The STFT of ``signals`` real signals (rows of ``src``) into ``dst``: frame-major rows
     of ``n // 2 + 1`` (``onesided``) or ``n`` bins, each stored as ``value`` (complex,
     magnitude, power or db). Framing, padding and the window happen in the FFT's loads and
     the output mapping in its stores (``stft_fusable`` must hold); ``window`` is ``n``
     real values of the compute precision, ``pad_table`` the int32 sources of the padded
-    samples (``framing.pad_kind`` ``indexed``) or None."""
+    samples (``framing.pad_kind`` ``indexed``) or None.
+
+    With ``bank`` (one-sided only; ``value`` is then ignored), rows of ``bank.n_bands``
+    filterbank outputs instead: ``bands`` (int32 first bin, bins, weight offset per band)
+    and ``weights`` (compute precision) describe the sparse bank."""
     if signals == 0 or framing.frames == 0:
         return
     program = _stft_program(n, framing, signals, onesided, value, float(eps), float(scale),
-                            precision, src_storage, dst_storage, src_strides)  # fmt: skip
-    program.run(backend, src, dst, {_WINDOW: window, _PAD_TABLE: pad_table})
+                            precision, src_storage, dst_storage, src_strides, bank)  # fmt: skip
+    program.run(backend, src, dst, {_WINDOW: window, _PAD_TABLE: pad_table, _BANDS: bands,
+                                    _WEIGHTS: weights})  # fmt: skip
+
+
+def _bank_value(exponent: float) -> str:
+    return {2.0: "power", 1.0: "magnitude"}.get(exponent, "pow")
 
 
 @functools.lru_cache(maxsize=256)
 def _stft_program(n, framing, signals, onesided, value, eps, scale, precision, src_storage,
-                  dst_storage, src_strides) -> _Program:  # fmt: skip
+                  dst_storage, src_strides, bank) -> _Program:  # fmt: skip
     program = _Program()
     backend = _Planner(program)
     batch = signals * framing.frames
     load = LoadSpec(USER, "real", src_storage, frames=framing.pad_kind, window=True)
     mode = "half" if onesided else "complex"
     outs = _rows(n // 2 + 1 if onesided else n)
+    reduce = {}
+    if bank is not None:
+        if not onesided:
+            raise ValueError("a filterbank reduce needs the one-sided spectrum")
+        value = _bank_value(bank.exponent)
+        reduce = dict(reduce="bank_db" if bank.db_factor is not None else "bank",
+                      bins=n // 2 + 1)  # fmt: skip
+        outs = _rows(bank.n_bands)
     if factorize(n) is not None:
-        store = StoreSpec(USER, mode, dst_storage, scaled=True, logical=n, value=value)
+        store = StoreSpec(USER, mode, dst_storage, scaled=True, logical=n, value=value, **reduce)
         _block(backend, n, -1, precision, load, store, _SRC, _DST, scale, src_strides, outs,
-               batch, None, None, framing, eps)  # fmt: skip
+               batch, None, None, framing, eps, bank)  # fmt: skip
         return program
     length = bluestein_length(n)
     chirp = backend.table(("chirp", n, -1), _chirp(n, -1), precision)
@@ -277,9 +296,9 @@ def _stft_program(n, framing, signals, onesided, value, eps, scale, precision, s
     _block(backend, length, -1, precision, first, StoreSpec(), _SRC, spectrum, 1.0,
            src_strides, _rows(length), batch, chirp, None, framing)  # fmt: skip
     store = StoreSpec(USER, mode, dst_storage, valid=n, table=True, scaled=True, logical=n,
-                      value=value)  # fmt: skip
+                      value=value, **reduce)  # fmt: skip
     _block(backend, length, 1, precision, LoadSpec(table=True), store, spectrum, _DST, scale,
-           _rows(length), outs, batch, filt, chirp, None, eps)  # fmt: skip
+           _rows(length), outs, batch, filt, chirp, None, eps, bank)  # fmt: skip
     return program
 
 
@@ -347,10 +366,21 @@ class Framing:
     pad_kind: str
 
 
+@dataclass(frozen=True)
+class BankReduce:
+    """A filterbank applied to ``|X| ** exponent`` of an stft's one-sided bins inside the
+    FFT kernel: ``n_bands`` outputs per frame, in dB (``db_factor * log10(max(s, eps))``)
+    when ``db_factor`` is set."""
+
+    n_bands: int
+    exponent: float
+    db_factor: float | None = None
+
+
 def _block_args(
     backend, src, dst, table, load_table, store_table, batch, scale, ins, outs,
     cols, in_cm, in_jm, out_cm, out_jm, load_valid, store_valid, logical, total,
-    framing: Framing | None = None, eps: float = 0.0,
+    framing: Framing | None = None, eps: float = 0.0, bank: BankReduce | None = None,
 ):  # fmt: skip
     def ptr(buffer):
         return backend.pointer(buffer) if buffer is not None else 0
@@ -359,12 +389,16 @@ def _block_args(
     if framing is not None:
         cols, in_cm = framing.frames, framing.hop
         frame_args = (framing.sig_len, framing.pad, ptr(_PAD_TABLE), ptr(_WINDOW))
+    bank_args: tuple = (0, 0, 0, 0.0, 0.0)
+    if bank is not None:
+        bank_args = (ptr(_BANDS), ptr(_WEIGHTS), bank.n_bands, float(bank.db_factor or 0.0),
+                     float(bank.exponent))  # fmt: skip
     return (
         ptr(src), ptr(dst), ptr(table), ptr(load_table), ptr(store_table), batch, float(scale),
         ins.inner, ins.outer_stride, ins.inner_stride, ins.elem_stride,
         outs.inner, outs.outer_stride, outs.inner_stride, outs.elem_stride,
         cols, in_cm, in_jm, out_cm, out_jm, load_valid, store_valid, logical, total,
-        *frame_args, float(eps),
+        *frame_args, float(eps), *bank_args,
     )  # fmt: skip
 
 
@@ -376,7 +410,7 @@ def _launch_block(backend, spec: BlockSpec, batch: int, args: tuple) -> None:
 
 
 def _block(backend, n, sign, precision, load, store, src, dst, scale, ins, outs, batch,
-           load_table, store_table, framing=None, eps=0.0) -> None:  # fmt: skip
+           load_table, store_table, framing=None, eps=0.0, bank=None) -> None:  # fmt: skip
     pack = _pack(n, precision, load, store)
     size = n // 2 if pack else n
     # Strided elements with adjacent transforms: move whole tiles through shared memory.
@@ -390,7 +424,7 @@ def _block(backend, n, sign, precision, load, store, src, dst, scale, ins, outs,
                  unit_out=outs.elem_stride == 1)  # fmt: skip
     args = _block_args(backend, src, dst, None, load_table, store_table, batch, scale, ins,
                        outs, 1, 0, 1, 0, 1, load.valid or n, store.valid or n,
-                       store.logical or n, 0, framing, eps)  # fmt: skip
+                       store.logical or n, 0, framing, eps, bank)  # fmt: skip
     _launch_block(backend, spec, batch, args)
 
 
@@ -443,5 +477,5 @@ def _passes(backend, n, sign, precision, load, store, src, dst, scale, src_strid
         current = target
 
 
-__all__ = ["CANONICAL", "Framing", "Strides", "stage_radices", "stft_1d", "stft_fusable",
-           "transform_1d"]
+__all__ = ["CANONICAL", "BankReduce", "Framing", "Strides", "stage_radices", "stft_1d",
+           "stft_fusable", "transform_1d"]  # fmt: skip

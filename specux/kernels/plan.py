@@ -113,8 +113,14 @@ class StoreSpec:
     scaled: bool = False
     logical: int = 0  # the transform length the half / real modes refer to (0: the pass's n)
     # What is stored of each (scaled) complex value: itself, or as a real value its magnitude,
-    # power, or dB (10 log10(max(power, eps))) -- block kernels only.
+    # power, power ** (exponent / 2) ("pow"), or dB (10 log10(max(power, eps))) -- block
+    # kernels only.
     value: str = "complex"
+    # reduce "bank" / "bank_db": the first ``bins`` values go to shared memory instead, and a
+    # sparse filterbank (launch-time band table and weights) reduces them into the output
+    # (in dB: factor * log10(max(s, eps))) -- block kernels only.
+    reduce: str = ""
+    bins: int = 0
 
 
 @dataclass(frozen=True)
@@ -239,7 +245,13 @@ class BlockSpec:
 
     @property
     def shared_bytes(self) -> int:
-        return self.per_block * skewed(self.n, self.precision) * _COMPLEX_BYTES[self.precision]
+        return self.per_block * _slot_bytes(self.n, self.precision, self.store.bins)
+
+
+def _slot_bytes(n: int, precision: str, bins: int) -> int:
+    """Shared memory of one transform: its skewed complex points and any reduce values."""
+    complex_bytes = _COMPLEX_BYTES[precision]
+    return skewed(n, precision) * complex_bytes + bins * (complex_bytes // 2)
 
 
 def block_fits(n: int, precision: str) -> bool:
@@ -269,7 +281,7 @@ def block(
     if staged:
         per_block = max(per_block, 32 // _COMPLEX_BYTES[precision])
     per_block = min(per_block, max(1, 512 // threads))
-    row_bytes = skewed(n, precision) * _COMPLEX_BYTES[precision]
+    row_bytes = _slot_bytes(n, precision, store.bins)
     while per_block > 1 and per_block * row_bytes > 100 * 1024:
         per_block -= 1
     return BlockSpec(n, radices, sign, precision, threads, per_block, load, store,

@@ -15,7 +15,7 @@ import numpy as np
 
 from specux.kernels.codegen.gather import GatherSpec
 from specux.kernels.cpu import frames as cpu_frames
-from specux.kernels.fft_exec import Framing, Strides, stft_1d, stft_fusable
+from specux.kernels.fft_exec import BankReduce, Framing, Strides, stft_1d, stft_fusable
 
 THREADS = 256  # per block, for the one-thread-per-output gather kernels
 
@@ -125,15 +125,18 @@ def bank(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
 
 def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, hop: int,
          pad: int, mode: str, onesided: bool, value: str, eps: float, scale: float,
-         precision: str, src_storage: str, dst_storage: str) -> None:  # fmt: skip
-    """The fused STFT (:func:`fft_exec.stft_1d`) of contiguous rows of ``sig_len`` samples."""
+         precision: str, src_storage: str, dst_storage: str, bank: BankReduce | None = None,
+         bands=None, weights=None) -> None:  # fmt: skip
+    """The fused STFT (:func:`fft_exec.stft_1d`) of contiguous rows of ``sig_len`` samples;
+    with ``bank``, the filterbank of its ``|X| ** bank.exponent`` in the same kernel."""
     count = 1 + (sig_len + 2 * pad - n_fft) // hop
     kind, table = _padding(backend, sig_len, pad, mode)
     framing = Framing(hop, pad, sig_len, count, kind)
     stft_1d(backend, src, dst, window, table, n=n_fft, framing=framing, signals=signals,
             onesided=onesided, value=value, eps=eps, scale=scale, precision=precision,
             src_storage=src_storage, dst_storage=dst_storage,
-            src_strides=Strides(1, sig_len, 0, 1))  # fmt: skip
+            src_strides=Strides(1, sig_len, 0, 1), bank=bank, bands=bands,
+            weights=weights)  # fmt: skip
 
 
 def sparse_bands(starts: np.ndarray, stops: np.ndarray, width: int) -> np.ndarray:
@@ -143,5 +146,5 @@ def sparse_bands(starts: np.ndarray, stops: np.ndarray, width: int) -> np.ndarra
     return np.ascontiguousarray(out)
 
 
-__all__ = ["bank", "fold_table", "frame", "istft_overlap_add", "overlap_add", "pad_sources",
-           "sparse_bands", "stft", "stft_fusable"]  # fmt: skip
+__all__ = ["BankReduce", "bank", "fold_table", "frame", "istft_overlap_add", "overlap_add",
+           "pad_sources", "sparse_bands", "stft", "stft_fusable"]  # fmt: skip

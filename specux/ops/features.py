@@ -80,6 +80,18 @@ def _bank_setup(ctx, inputs, output):
     ctx.save_for_backward(x, window, bank)
 
 
+def _full_precision(backward):
+    """Run an op's backward with autocast off: its products stay in the gradient's precision
+    (a backward called inside an autocast region would otherwise multiply in float16)."""
+
+    def wrapper(ctx, grad):
+        with torch.autocast(grad.device.type, enabled=False):
+            return backward(ctx, grad)
+
+    return wrapper
+
+
+@_full_precision
 def _bank_backward(ctx, grad):
     x, window, bank = ctx.saved_tensors
     (window_name, n_fft, hop, win_length, center, pad_mode, power, _, bank_spec, output,
@@ -138,8 +150,9 @@ def _project_cpu(x, matrix, spec):
 
 
 def _project_cuda(x, matrix, spec):
-    # A small dense product along the feature axis (DCT, chroma folds): torch's matmul.
-    return constant_matrix(matrix, spec, x).to(x.dtype) @ x
+    from specux.kernels.cuda import transforms
+
+    return transforms.project(x, constant_matrix(matrix, spec, x))
 
 
 def _project_setup(ctx, inputs, output):
@@ -147,6 +160,7 @@ def _project_setup(ctx, inputs, output):
     ctx.save_for_backward(x, matrix)
 
 
+@_full_precision
 def _project_backward(ctx, grad):
     x, matrix = ctx.saved_tensors
     weights = constant_matrix(matrix, ctx.spec, grad)

@@ -52,7 +52,14 @@ BLOCK_PARAMS = (
     ("long long", "pad"),
     ("const void*", "pad_table"),
     ("const void*", "window"),
-    ("double", "eps"),  # the dB floor of StoreSpec.value "db"
+    ("double", "eps"),  # the dB floor of StoreSpec.value "db" and of reduce "bank_db"
+    # StoreSpec.reduce: int32 (first bin, bins, weight offset) per band, the weights, the
+    # band count, the dB factor, the exponent of StoreSpec.value "pow"
+    ("const void*", "bands"),
+    ("const void*", "weights"),
+    ("long long", "n_bands"),
+    ("double", "factor"),
+    ("double", "exponent"),
 )
 
 
@@ -133,6 +140,9 @@ def _store_lambda(spec: BlockSpec) -> str:
     if store.scaled:
         lines.append("        v.re *= (real_t)scale; v.im *= (real_t)scale;")
     target = "out[base + g]" if spec.unit_out else "out[base + g * out_elem_stride]"
+    if store.reduce:  # the slot's reduce values in shared memory (base: the slot's offset)
+        target = "pw[base + g]"
+        lines.append(f"        if (g >= {store.bins}) return;")
     if value == "complex":
         result = "v.re" if store.mode == "real" else "v"
     else:
@@ -141,8 +151,12 @@ def _store_lambda(spec: BlockSpec) -> str:
             "power": "power",
             "magnitude": "sqrt(power)",
             "db": "(real_t)10 * log10(power > (real_t)eps ? power : (real_t)eps)",
+            "pow": "pow(power, (real_t)(0.5 * exponent))",
         }[value]
-    lines.append(f"        put(&{target}, {result});")
+    if store.reduce:
+        lines.append(f"        {target} = {result};")
+    else:
+        lines.append(f"        put(&{target}, {result});")
     lines.append("    };")
     return "\n".join(lines)
 
@@ -175,9 +189,15 @@ def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
             f"    const long long in_base{p} = live{p} ? row_base(u{p}, in_inner, "
             "in_outer_stride, in_inner_stride) : 0;"
         )
+    # With a reduce, the output row is red_base and out_base is the slot's shared values.
+    row = "red_base" if spec.store.reduce else "out_base"
+    lines.append(
+        f"    const long long {row}{p} = live{p} ? row_base(u{p}, out_inner, out_outer_stride, "
+        "out_inner_stride) : 0;"
+    )
+    if spec.store.reduce:
+        lines.append(f"    const long long out_base{p} = (long long){slot} * {spec.store.bins};")
     lines += [
-        f"    const long long out_base{p} = live{p} ? row_base(u{p}, out_inner, out_outer_stride, "
-        "out_inner_stride) : 0;",
         f"    const long long in_g{p} = c{p} * in_cmul;",
         f"    const long long out_g{p} = c{p} * out_cmul;",
     ]
@@ -285,6 +305,26 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
     return lines
 
 
+def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
+    """The filterbank epilogue: band m of the slot's transform from its values in ``pw``."""
+    out_t = _storage_type(spec.store.storage, "real")
+    lines = [
+        f"    {barrier}  // every value of the slot is in shared memory",
+        f"    if (live) for (int m = t; m < n_bands; m += {spec.threads}) {{",
+        "        const int* band = (const int*)bands + 3 * m;  // first bin, bins, offset",
+        "        const real_t* weight = (const real_t*)weights + band[2];",
+        "        const real_t* values = pw + out_base + band[0];",
+        "        real_t acc = (real_t)0;",
+        "        for (int k = 0; k < band[1]; ++k) acc += weight[k] * values[k];",
+    ]
+    if spec.store.reduce == "bank_db":
+        lines.append(
+            "        acc = (real_t)factor * log10(acc > (real_t)eps ? acc : (real_t)eps);"
+        )
+    lines += [f"        put(&(({out_t}*)out_ptr)[red_base + m], acc);", "    }"]
+    return lines
+
+
 def render_block(spec: BlockSpec, dialect: Dialect) -> str:
     """Kernel source of ``spec``; entry point ``specux_fft_block`` with :data:`BLOCK_PARAMS`,
     launched with ``spec.block_threads`` threads and ``spec.shared_bytes`` of shared memory
@@ -297,6 +337,7 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
     conj = "" if spec.sign < 0 else " w.im = -w.im;"
     body = [
         "    cpx* const smem = (cpx*)specux_shared;",
+        f"    real_t* const pw = (real_t*)(smem + {per_block * skewed(n, spec.precision)});",
         "    const cpx* const tw_table = (const cpx*)twiddles;",
         f"    auto tw = [&](int index) -> cpx {{ cpx w = tw_table[index];{conj} return w; }};",
         f"    auto skew = [](int j) -> int {{ return j + (j >> {SKEW[spec.precision]}); }};",
@@ -375,6 +416,8 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body.append("        const cpx x = {e.re + wd.im, e.im - wd.re};")
         body += [f"        {stmt}" for stmt in _final_store(spec, "k", "x")]
         body.append("    }")
+    if spec.store.reduce:
+        body += _reduce(spec, barrier)
     source = [
         f"// specux block FFT: n={n} radices={spec.radices} sign={spec.sign} "
         f"precision={spec.precision} threads={threads}x{per_block} pack={spec.pack or '-'}",

@@ -6,8 +6,9 @@ torch's current stream, buffers from torch's caching allocator.
   FFT + the output mapping.
 - istft: the inverse FFT of every frame, then one gather kernel (window, overlap-add,
   envelope division, crop).
-- bank_spectrogram: the stft kernel's power / magnitude, then a sparse filterbank reduce
-  (dB in the same kernel).
+- bank_spectrogram: one launch -- the stft kernel keeps each frame's |X| ** power in shared
+  memory and a sparse filterbank reduces it there (dB in the same kernel); the output is the
+  only memory written. n_fft beyond a block: the spectrum in memory, then a bank kernel.
 - frame / overlap_add: the gather kernels (the adjoints of the stft and istft use them).
 - cqt / cqt_adjoint: the CPU backend's exact octave kernels as hop-wide chunked products
   (torch's matmul) over the padded signal (padded by the frame kernel).
@@ -224,9 +225,6 @@ def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: st
                      output: str, eps: float) -> torch.Tensor:  # fmt: skip
     """``bank @ |stft(x)| ** power`` (dB when output is "db"), ``(..., n_bands, n_frames)``."""
     storage, precision = _storage(x)
-    value = "power" if power == 2.0 else "magnitude"
-    # The spectrum stays in the compute precision between the two kernels.
-    spectrum = _stft_into(x, window, p, value, eps, storage=precision)
     backend = TorchCudaBackend(x.device)
     n_in = p.n_freq
     if bank is None:
@@ -240,13 +238,30 @@ def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: st
                                             np.full(n_out, n_in, np.int64), n_in)  # fmt: skip
         bands = backend.constant(("dense bands", n_out, n_in), dense)
         weights = bank.detach().to(_REAL_TORCH[precision]).contiguous()
-    *lead, count, _ = spectrum.shape
-    out = torch.empty((*lead, count, n_out), dtype=x.dtype, device=x.device)
+    db_factor = 20.0 / power if output == "db" else None
+    x, rows = _rows(x)
+    length = x.shape[-1]
+    count = shapes.n_frames(length, p.n_fft, p.hop_length, p.pad)
+    out = torch.empty((*x.shape[:-1], count, n_out), dtype=x.dtype, device=x.device)
+    if out.numel() == 0:
+        return out.transpose(-1, -2)
+    if transform_exec.stft_fusable(p.n_fft, precision, True):
+        # One kernel: the stft's bins go to shared memory and the bank reduces them there.
+        w = full_window(p, window, precision, x.device)
+        reduce = transform_exec.BankReduce(n_out, power, db_factor)
+        transform_exec.stft(backend, x, out, w, signals=rows, sig_len=length, n_fft=p.n_fft,
+                            hop=p.hop_length, pad=p.pad, mode=p.pad_mode, onesided=True,
+                            value="power", eps=eps, scale=1.0, precision=precision,
+                            src_storage=storage, dst_storage=storage, bank=reduce, bands=bands,
+                            weights=weights)  # fmt: skip
+        return out.transpose(-1, -2)
+    # Beyond a block: the spectrum (compute precision) in memory, then the bank kernel.
+    value = "power" if power == 2.0 else "magnitude"
+    spectrum = _stft_into(x, window, p, value, eps, storage=precision)
     exponent = 1.0 if power in (1.0, 2.0) else power
-    transform_exec.bank(backend, spectrum, out, bands, weights, rows=out.numel() // max(n_out, 1),
-                        n_in=n_in, n_out=n_out, exponent=exponent,
-                        db_factor=20.0 / power if output == "db" else None, eps=eps,
-                        storage=storage, precision=precision)  # fmt: skip
+    transform_exec.bank(backend, spectrum, out, bands, weights, rows=out.numel() // n_out,
+                        n_in=n_in, n_out=n_out, exponent=exponent, db_factor=db_factor,
+                        eps=eps, storage=storage, precision=precision)  # fmt: skip
     return out.transpose(-1, -2)
 
 
@@ -271,6 +286,19 @@ def _chunks(frame_length: int, hop: int):
     return [(first, min(hop, frame_length - first)) for first in range(0, frame_length, hop)]
 
 
+def _exact(fn):
+    """Run ``fn`` with autocast off: its products (torch's matmul) stay in the compute
+    precision inside a caller's ``torch.autocast`` region."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with torch.autocast("cuda", enabled=False):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@_exact
 def cqt(x: torch.Tensor, spec: ConstantQSpec, pad_mode: str, output: str, eps: float):
     """``(..., L)`` real -> ``(..., n_bins, n_frames)``: the CPU backend's definition (exact
     correlation with librosa's filters, no decimation), as chunked products on the GPU."""
@@ -299,6 +327,7 @@ def cqt(x: torch.Tensor, spec: ConstantQSpec, pad_mode: str, output: str, eps: f
     return result.transpose(-1, -2)
 
 
+@_exact
 def cqt_adjoint(grad: torch.Tensor, spec: ConstantQSpec, pad_mode: str, length: int):
     """The exact transpose of :func:`cqt` (complex output): ``Re(A^H G)``."""
     precision = _STORAGE[grad.dtype][1]
@@ -323,6 +352,12 @@ def cqt_adjoint(grad: torch.Tensor, spec: ConstantQSpec, pad_mode: str, length: 
                 target.add_(part)
     folded = overlap_add(xbar.reshape(count, 1, length + 2 * pad), length, 1, pad, pad_mode)
     return folded.reshape(*batch, length)
+
+
+@_exact
+def project(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+    """``matrix @ x`` along the feature axis (DCT, chroma folds): a small dense product."""
+    return matrix.to(x.dtype) @ x
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,4 +385,4 @@ def fftconvolve(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 __all__ = ["bank_spectrogram", "cqt", "cqt_adjoint", "fftconvolve", "frame", "full_window",
-           "istft", "overlap_add", "stft"]  # fmt: skip
+           "istft", "overlap_add", "project", "stft"]  # fmt: skip
