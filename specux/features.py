@@ -109,12 +109,20 @@ def _split_params(function: str, given: dict, allowed: tuple[str, ...]) -> dict:
     return given
 
 
-def _cepstrum(call: _Call, x, spectrogram, n_out, n_bands, dct_type, norm, lifter, top_db):
-    """10 log10(max(S, 1e-10)) -> per-signal top_db clip -> first n_out (liftered) DCT rows."""
+def _log_bank_spectrogram(call: _Call, x, p, w, power, bank):
+    """10 log10(max(S, 1e-10)) of the filterbank spectrogram S of ``|X| ** power``; for
+    power 2 that is the bank op's own dB output (one kernel on the GPU)."""
+    if power == 2.0:
+        return _filterbank_spectrogram(call, x, p, w, power, bank, "db", _MEL_DB_AMIN)
+    spectrogram = _filterbank_spectrogram(call, x, p, w, power, bank, "power", _MEL_DB_AMIN)
+    return call.engine.db(spectrogram, 10.0, _MEL_DB_AMIN)
+
+
+def _cepstrum(call: _Call, x, log_spec, n_out, n_bands, dct_type, norm, lifter, top_db):
+    """dB spectrogram -> per-signal top_db clip -> first n_out (liftered) DCT rows."""
     dct = matrices.dct_spec(n_out=n_out, n_in=n_bands, dct_type=dct_type, norm=norm,
                             lifter=lifter)  # fmt: skip
     top_db = _top_db(top_db)
-    log_spec = call.engine.db(spectrogram, 10.0, _MEL_DB_AMIN)
     if top_db is not None:
         log_spec = call.engine.clip_top_db(log_spec, top_db)
     return call.finish(call.engine.project(log_spec, dct))
@@ -153,9 +161,9 @@ def mfcc(
         norm=mel_params.get("mel_norm", "slaney"),
     )  # fmt: skip
     power = _power(mel_params.get("power", 2.0))
-    spectrogram = _filterbank_spectrogram(call, x, p, w, power, bank, "power", 1e-10)
+    log_spec = _log_bank_spectrogram(call, x, p, w, power, bank)
     n_mfcc = params.as_int("n_mfcc", n_mfcc, minimum=1)
-    return _cepstrum(call, x, spectrogram, n_mfcc, bank.get("n_mels"), dct_type, norm, lifter,
+    return _cepstrum(call, x, log_spec, n_mfcc, bank.get("n_mels"), dct_type, norm, lifter,
                      top_db)  # fmt: skip
 
 
@@ -198,9 +206,9 @@ def lfcc(
     )
     bank = matrices.linear_spec(sr=sr, n_fft=p.n_fft, n_filter=n_filter, fmin=fmin, fmax=fmax)
     power = _power(stft_params.get("power", 2.0))
-    spectrogram = _filterbank_spectrogram(call, x, p, w, power, bank, "power", 1e-10)
+    log_spec = _log_bank_spectrogram(call, x, p, w, power, bank)
     n_lfcc = params.as_int("n_lfcc", n_lfcc, minimum=1)
-    return _cepstrum(call, x, spectrogram, n_lfcc, bank.get("n_filter"), dct_type, norm, lifter,
+    return _cepstrum(call, x, log_spec, n_lfcc, bank.get("n_filter"), dct_type, norm, lifter,
                      top_db)  # fmt: skip
 
 

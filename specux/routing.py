@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specux.compat.arrays import CUPY, NUMPY, TORCH, device_type_of, library_of
+from specux.compat.torch_compat import compiling
 from specux.errors import BackendUnavailableError
 from specux.meta.params import backend_name
 
@@ -61,7 +62,9 @@ def backend_unavailable_reason(backend: str, family: str | None = None) -> str |
     if backend == "cpu":
         return None
     if backend == "cuda":
-        reason = _cuda_reason()
+        # Traced code: the driver and NVRTC probes are not traceable, and the traced call's
+        # tensors are on the device already (the kernels raise if it cannot run them).
+        reason = None if compiling() else _cuda_reason()
         if reason is not None:
             return reason
         if family is not None and family not in CUDA_FAMILIES:

@@ -52,6 +52,12 @@ def _mode_probes() -> tuple | None:
     return None if any(p is None for p in probes) else probes
 
 
+def compiling() -> bool:
+    """True while torch.compile traces the caller (False without torch)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
 def plain_eager() -> bool:
     """True when no tracing, compiling, dispatch / function mode or functorch transform is
     active: an op called now may skip torch's dispatcher without changing what happens."""

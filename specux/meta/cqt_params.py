@@ -11,6 +11,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from specux.compat.torch_compat import compiling
 from specux.meta.filters import constant_q
 from specux.meta.params import (
     PARAMETRIC_WINDOWS,
@@ -177,7 +178,11 @@ def cqt_spec(
         scale=as_bool("scale", scale),
         gamma=gamma_,
     )
-    out.filters()  # the Nyquist check (ValueError naming fmin and n_bins); cached for the engine
+    if not compiling():
+        # The Nyquist check (ValueError naming fmin and n_bins); cached for the engine. Traced
+        # code skips it: the filters are numpy work that compile cannot trace, and the op's
+        # kernel builds them (and raises the same error) when the compiled graph runs.
+        out.filters()
     return out
 
 

@@ -356,8 +356,14 @@ def cqt_adjoint(grad: torch.Tensor, spec: ConstantQSpec, pad_mode: str, length: 
 
 @_exact
 def project(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
-    """``matrix @ x`` along the feature axis (DCT, chroma folds): a small dense product."""
-    return matrix.to(x.dtype) @ x
+    """``matrix @ x`` along the feature axis (DCT, chroma folds): a small dense product.
+
+    The features arrive frame-major (``x`` a transposed view), so the product runs as one
+    GEMM over every frame, ``x^T @ matrix^T``; the result is stored contiguous (the op's
+    layout)."""
+    if x.dim() >= 2 and x.transpose(-1, -2).is_contiguous():
+        return (x.transpose(-1, -2) @ matrix.to(x.dtype).T).transpose(-1, -2).contiguous()
+    return (matrix.to(x.dtype) @ x).contiguous()
 
 
 # ---------------------------------------------------------------------------------------------
