@@ -1,0 +1,38 @@
+"""A small workload of every CUDA spectral-transform kernel family (framing FFTs with every
+output value and padding, the fused filterbank, the gather kernels, their backward chains),
+for compute-sanitizer:
+
+    compute-sanitizer --tool memcheck python3 tools/sanitize_transforms.py
+    compute-sanitizer --tool racecheck python3 tools/sanitize_transforms.py
+"""
+
+import torch
+
+import specux
+
+for dtype in (torch.float32, torch.float64, torch.float16):
+    x = torch.randn(2, 3000, dtype=dtype, device="cuda")
+    # packed even (1024), plain odd (1000 one-sided=False), Bluestein (257), beyond a block
+    for n_fft, hop in ((1024, 256), (1000, 333), (257, 100), (16384, 4096)):
+        for pad_mode in ("constant", "reflect"):
+            for output in ("complex", "magnitude", "power", "db"):
+                specux.stft(x, n_fft=n_fft, hop_length=hop, pad_mode=pad_mode, output=output)
+        specux.stft(x, n_fft=n_fft, hop_length=hop, onesided=False)
+        for power in (2.0, 1.0, 1.5):  # fused filterbank (power, magnitude, pow), dB
+            specux.melspectrogram(x, sr=16000, n_fft=n_fft, hop_length=hop, n_mels=40,
+                                  power=power, output="db")  # fmt: skip
+    if dtype != torch.float16:
+        S = specux.stft(x, n_fft=512, hop_length=128)
+        specux.istft(S, n_fft=512, hop_length=128, length=3100)
+        specux.mfcc(x, sr=16000, n_fft=512, hop_length=128, n_mels=40)
+        specux.cqt(x, sr=16000, hop_length=256, n_bins=48, fmin=100.0)
+        specux.fftconvolve(x, torch.randn(3, 1, 101, dtype=dtype, device="cuda"), mode="same")
+        # backward chains: frame / overlap-add gathers (with the reflect fold), c2r, cqt adjoint
+        xg = x.clone().requires_grad_(True)
+        specux.stft(xg, n_fft=64, hop_length=16, pad_mode="reflect").abs().sum().backward()
+        specux.melspectrogram(xg, sr=16000, n_fft=257, hop_length=64, n_mels=20).sum().backward()
+        specux.cqt(xg, sr=16000, hop_length=256, n_bins=24, fmin=200.0).abs().sum().backward()
+        Sg = S.clone().requires_grad_(True)
+        specux.istft(Sg, n_fft=512, hop_length=128).sum().backward()
+torch.cuda.synchronize()
+print("sanitize workload done")
