@@ -227,6 +227,7 @@ def _orchestrate(backend, src, dst, *, n, kind, sign, scale, precision, batch, s
         spectrum, dst, scale, None, dst_strides, load_table=filt, store_table=chirp)  # fmt: skip
 
 
+@functools.lru_cache(maxsize=256)
 def stft_fusable(n: int, precision: str, onesided: bool) -> bool:
     """Whether an ``n``-point STFT runs as framing block kernels (:func:`stft_1d`): a smooth
     length that fits a block (or whose half does, for the packed one-sided transform), or a

@@ -152,7 +152,7 @@ def _project_cpu(x, matrix, spec):
 def _project_cuda(x, matrix, spec):
     from specux.kernels.cuda import transforms
 
-    return transforms.project(x, constant_matrix(matrix, spec, x))
+    return transforms.project(x, matrix, spec)
 
 
 def _project_setup(ctx, inputs, output):

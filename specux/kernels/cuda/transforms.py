@@ -355,12 +355,16 @@ def cqt_adjoint(grad: torch.Tensor, spec: ConstantQSpec, pad_mode: str, length: 
 
 
 @_exact
-def project(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
-    """``matrix @ x`` along the feature axis (DCT, chroma folds): a small dense product.
+def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str) -> torch.Tensor:
+    """``matrix @ x`` along the feature axis (DCT, chroma folds): a small dense product;
+    ``matrix`` None means the one ``spec`` names (built once, kept on the device).
 
     The features arrive frame-major (``x`` a transposed view), so the product runs as one
     GEMM over every frame, ``x^T @ matrix^T``; the result is stored contiguous (the op's
     layout)."""
+    if matrix is None:
+        dense = matrices.matrix(MatrixSpec.from_key(spec), np.dtype(_STORAGE[x.dtype][0]))
+        matrix = TorchCudaBackend(x.device).constant(("matrix", spec), dense)
     if x.dim() >= 2 and x.transpose(-1, -2).is_contiguous():
         return (x.transpose(-1, -2) @ matrix.to(x.dtype).T).transpose(-1, -2).contiguous()
     return (matrix.to(x.dtype) @ x).contiguous()
