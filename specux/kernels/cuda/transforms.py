@@ -55,14 +55,21 @@ def _rows(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     return x, rows
 
 
+_NAMED_WINDOWS: dict = {}  # (window, win_length, n_fft, precision, device) -> device tensor
+
+
 def full_window(p: StftParams, window: torch.Tensor | None, precision: str,
                 device: torch.device) -> torch.Tensor:  # fmt: skip
     """The n_fft-point window in the compute precision, on the device (named: uploaded once)."""
     dtype = _REAL_TORCH[precision]
     if window is None:
-        host = cpu_stft.full_window(p, None, np.dtype(precision))
-        backend = TorchCudaBackend(device)
-        return backend.constant(("window", p.window, p.win_length, p.n_fft), host)
+        key = (p.window, p.win_length, p.n_fft, precision, device)
+        named = _NAMED_WINDOWS.get(key)
+        if named is None:  # built on the host in float64, rounded once, uploaded once
+            host = cpu_stft.full_window(p, None, np.dtype(precision))
+            named = TorchCudaBackend(device).constant(("window",) + key[:3], host)
+            _NAMED_WINDOWS[key] = named
+        return named
     left = centered_offset(p.win_length, p.n_fft)
     full = torch.nn.functional.pad(window.to(dtype), (left, p.n_fft - p.win_length - left))
     return full.contiguous()
