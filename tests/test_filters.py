@@ -620,3 +620,15 @@ def test_module_imports_with_numpy_only() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "numpy-only OK" in proc.stdout
+
+
+def test_transposed_matrix_spec_names_the_transpose():
+    from specux.meta import matrices
+
+    spec = matrices.mel_spec(sr=16000, n_fft=512, n_mels=40, fmin=0.0, fmax=None, htk=False,
+                             norm="slaney")  # fmt: skip
+    t = spec.transposed()
+    assert matrices.shape(t) == matrices.shape(spec)[::-1] == (257, 40)
+    assert np.array_equal(matrices.matrix(t), matrices.matrix(spec).T)
+    assert t.transposed() == spec
+    assert matrices.MatrixSpec.from_key(t.as_key()) == t

@@ -23,7 +23,8 @@ class MatrixSpec:
 
     kinds: ``mel``, ``linear``, ``chroma`` (filterbanks over ``n_in = n_fft // 2 + 1`` bins;
     their ``n_fft`` parameter fixes ``n_in``), ``dct`` (first ``n_out`` DCT rows, optionally
-    liftered), ``cq_to_chroma``.
+    liftered), ``cq_to_chroma``. A ``transpose=True`` parameter names the transpose (the
+    backward passes apply it).
     """
 
     kind: str
@@ -47,6 +48,14 @@ class MatrixSpec:
 
     def get(self, name: str) -> Any:
         return dict(self.params)[name]
+
+    def transposed(self) -> MatrixSpec:
+        """The spec of this matrix's transpose."""
+        params = dict(self.params)
+        params["transpose"] = not params.pop("transpose", False)
+        if not params["transpose"]:
+            del params["transpose"]
+        return MatrixSpec.of(self.kind, **params)
 
 
 def _dct_lifted(n_out: int, n_in: int, dct_type: int, norm: str | None, lifter: float):
@@ -79,7 +88,11 @@ _BUILDERS = {
 
 @functools.lru_cache(maxsize=128)
 def _build(spec: MatrixSpec, dtype: str) -> np.ndarray:
-    matrix = np.asarray(_BUILDERS[spec.kind](**dict(spec.params)), dtype=np.float64)
+    params = dict(spec.params)
+    transpose = params.pop("transpose", False)
+    matrix = np.asarray(_BUILDERS[spec.kind](**params), dtype=np.float64)
+    if transpose:
+        matrix = matrix.T
     out = np.ascontiguousarray(matrix, dtype=dtype)  # rounded once from float64
     out.flags.writeable = False
     return out
@@ -93,6 +106,9 @@ def matrix(spec: MatrixSpec, dtype: Any = np.float64) -> np.ndarray:
 def shape(spec: MatrixSpec) -> tuple[int, int]:
     """``(n_out, n_in)`` without building the matrix (fake kernels call this)."""
     p = dict(spec.params)
+    if p.pop("transpose", False):
+        n_in, n_out = shape(MatrixSpec.of(spec.kind, **p))
+        return n_out, n_in
     if spec.kind in ("mel", "linear", "chroma"):
         n_out = {"mel": "n_mels", "linear": "n_filter", "chroma": "n_chroma"}[spec.kind]
         return p[n_out], p["n_fft"] // 2 + 1

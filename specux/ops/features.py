@@ -21,14 +21,6 @@ from specux.ops._declare import call, declare, from_numpy, numpy_dtype, to_numpy
 from specux.ops.stft import complex_adjoint, db_cotangent, params_of, spectrum_cotangent, stft
 
 
-def constant_matrix(matrix, spec: str, like: torch.Tensor) -> torch.Tensor:
-    """The bank / matrix as a tensor of ``like``'s dtype and device."""
-    if matrix is not None:
-        return matrix
-    dense = matrices.matrix(MatrixSpec.from_key(spec), numpy_dtype(like.dtype))
-    return torch.from_numpy(np.array(dense)).to(like.device)
-
-
 def _n_out(matrix, spec: str) -> int:
     return matrix.shape[0] if matrix is not None else matrices.shape(MatrixSpec.from_key(spec))[0]
 
@@ -97,14 +89,13 @@ def _bank_backward(ctx, grad):
     (window_name, n_fft, hop, win_length, center, pad_mode, power, _, bank_spec, output,
      eps) = ctx.args  # fmt: skip
     p = params_of(n_fft, hop, win_length, window_name, center, pad_mode, False, True)
-    weights = constant_matrix(bank, bank_spec, x)
     if output == "db":
         values = bank_spectrogram(x, window, window_name, n_fft, hop, win_length, center,
                                   pad_mode, power, bank, bank_spec, "power", eps)  # fmt: skip
         grad = db_cotangent(values, grad, 20.0 / power, eps)
     spectrum = stft(x, window, window_name, n_fft, hop, win_length, center, pad_mode, False,
                     True, "complex", eps)  # fmt: skip
-    grad_magnitude = (grad.transpose(-1, -2) @ weights).transpose(-1, -2)  # (..., freq, T)
+    grad_magnitude = _transpose_product(grad, bank, bank_spec)  # bank^T grad: (..., freq, T)
     grad_spectrum = spectrum_cotangent(spectrum, grad_magnitude, power)
     grad_x, grad_w = complex_adjoint(
         grad_spectrum, x, window, p, ctx.needs_input_grad[0], ctx.needs_input_grad[1]
@@ -160,11 +151,18 @@ def _project_setup(ctx, inputs, output):
     ctx.save_for_backward(x, matrix)
 
 
+def _transpose_product(grad, matrix, spec: str):
+    """``matrix^T @ grad`` along the feature axis, as a project op (differentiable; on CUDA a
+    sparse gather kernel, deterministic and free of cuBLAS)."""
+    if matrix is not None:
+        return project(grad, matrix.transpose(0, 1), "")
+    return project(grad, None, MatrixSpec.from_key(spec).transposed().as_key())
+
+
 @_full_precision
 def _project_backward(ctx, grad):
     x, matrix = ctx.saved_tensors
-    weights = constant_matrix(matrix, ctx.spec, grad)
-    grad_x = weights.transpose(0, 1) @ grad if ctx.needs_input_grad[0] else None
+    grad_x = _transpose_product(grad, matrix, ctx.spec) if ctx.needs_input_grad[0] else None
     grad_matrix = None
     if matrix is not None and ctx.needs_input_grad[1]:
         grad_matrix = torch.einsum("...ot,...it->oi", grad, x)

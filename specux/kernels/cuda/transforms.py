@@ -220,6 +220,7 @@ def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tenso
 
 @functools.lru_cache(maxsize=64)
 def _sparse_bank(bank_spec: str, precision: str):
+    """(bands, weights) of a named matrix for the gather kernels: each row's nonzero extent."""
     dense = matrices.matrix(MatrixSpec.from_key(bank_spec), np.dtype("float64"))
     sparse = filters.sparse_bank(dense)
     bands = transform_exec.sparse_bands(sparse.starts, sparse.stops, sparse.max_width)
@@ -234,17 +235,7 @@ def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: st
     storage, precision = _storage(x)
     backend = TorchCudaBackend(x.device)
     n_in = p.n_freq
-    if bank is None:
-        bands_host, weights_host = _sparse_bank(bank_spec, precision)
-        bands = backend.constant(("bands", bank_spec), bands_host)
-        weights = backend.constant(("bank", bank_spec), weights_host)
-        n_out = len(bands_host)
-    else:
-        n_out = bank.shape[0]
-        dense = transform_exec.sparse_bands(np.zeros(n_out, np.int64),
-                                            np.full(n_out, n_in, np.int64), n_in)  # fmt: skip
-        bands = backend.constant(("dense bands", n_out, n_in), dense)
-        weights = bank.detach().to(_REAL_TORCH[precision]).contiguous()
+    bands, weights, n_out = _bands(backend, bank, bank_spec, precision)
     db_factor = 20.0 / power if output == "db" else None
     x, rows = _rows(x)
     length = x.shape[-1]
@@ -361,20 +352,36 @@ def cqt_adjoint(grad: torch.Tensor, spec: ConstantQSpec, pad_mode: str, length: 
     return folded.reshape(*batch, length)
 
 
-@_exact
 def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str) -> torch.Tensor:
-    """``matrix @ x`` along the feature axis (DCT, chroma folds): a small dense product;
-    ``matrix`` None means the one ``spec`` names (built once, kept on the device).
+    """``matrix @ x`` along the feature axis (DCT, chroma folds, a filterbank's transpose in
+    a backward); ``matrix`` None means the one ``spec`` names (its rows' nonzero extents built
+    once, kept on the device). One gather kernel over every frame (the features arrive
+    frame-major): no cuBLAS, so it is deterministic with no workspace setting; the result is
+    stored contiguous (the op's layout)."""
+    storage, precision = _storage(x)
+    backend = TorchCudaBackend(x.device)
+    bands, weights, n_out = _bands(backend, matrix, spec, precision)
+    n_in = x.shape[-2]
+    rows = x.transpose(-1, -2).contiguous()  # (..., T, n_in): no copy when frame-major
+    out = torch.empty((*rows.shape[:-1], n_out), dtype=x.dtype, device=x.device)
+    transform_exec.bank(backend, rows, out, bands, weights, rows=out.numel() // max(n_out, 1),
+                        n_in=n_in, n_out=n_out, exponent=1.0, db_factor=None, eps=0.0,
+                        storage=storage, precision=precision)  # fmt: skip
+    return out.transpose(-1, -2).contiguous()
 
-    The features arrive frame-major (``x`` a transposed view), so the product runs as one
-    GEMM over every frame, ``x^T @ matrix^T``; the result is stored contiguous (the op's
-    layout)."""
+
+def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str):
+    """(bands, weights, rows) of a matrix for the gather kernels: a named one sparse (each
+    row's nonzero extent, built once), a tensor dense (every row spans every column)."""
     if matrix is None:
-        dense = matrices.matrix(MatrixSpec.from_key(spec), np.dtype(_STORAGE[x.dtype][0]))
-        matrix = TorchCudaBackend(x.device).constant(("matrix", spec), dense)
-    if x.dim() >= 2 and x.transpose(-1, -2).is_contiguous():
-        return (x.transpose(-1, -2) @ matrix.to(x.dtype).T).transpose(-1, -2).contiguous()
-    return (matrix.to(x.dtype) @ x).contiguous()
+        bands_host, weights_host = _sparse_bank(spec, precision)
+        return (backend.constant(("bands", spec), bands_host),
+                backend.constant(("bank", spec), weights_host), len(bands_host))  # fmt: skip
+    n_out, n_in = matrix.shape
+    dense = transform_exec.sparse_bands(np.zeros(n_out, np.int64), np.full(n_out, n_in, np.int64),
+                                        n_in)  # fmt: skip
+    bands = backend.constant(("dense bands", n_out, n_in), dense)
+    return bands, matrix.detach().to(_REAL_TORCH[precision]).contiguous(), n_out
 
 
 # ---------------------------------------------------------------------------------------------
