@@ -12,6 +12,7 @@ from specux.compat.arrays import float_kind, library_of
 from specux.engines import dtype_of, engine_for
 from specux.meta import dtypes, params
 from specux.meta.params import ParameterError, StftParams
+from specux.transport import across_libraries
 
 # ---------------------------------------------------------------------------------------------
 # shared helpers
@@ -76,6 +77,7 @@ def _fft_1d(x, n, dim, norm, backend, axis, *, forward: bool) -> Any:
     return call.finish(call.engine.c2c(z, (d,), forward, norm))
 
 
+@across_libraries
 def fft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
     """1-D discrete Fourier transform of ``x`` along ``dim`` (default last), numpy semantics.
 
@@ -85,6 +87,7 @@ def fft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
     return _fft_1d(x, n, dim, norm, backend, axis, forward=True)
 
 
+@across_libraries
 def ifft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
     """Inverse of :func:`fft` (scaled by 1/n with the default norm)."""
     return _fft_1d(x, n, dim, norm, backend, axis, forward=False)
@@ -109,11 +112,13 @@ def _rfft(x, n, dim, norm, backend, axis, function: str, conjugate: bool, swap: 
     return call.finish(call.engine.conj(out) if conjugate else out)
 
 
+@across_libraries
 def rfft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
     """FFT of a real signal: ``(..., n) -> (..., n // 2 + 1)`` complex."""
     return _rfft(x, n, dim, norm, backend, axis, "rfft", conjugate=False, swap=False)
 
 
+@across_libraries
 def ihfft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
     """Inverse of :func:`hfft`: ``conj(rfft(x))`` with the inverse direction's scaling."""
     return _rfft(x, n, dim, norm, backend, axis, "ihfft", conjugate=True, swap=True)
@@ -136,11 +141,13 @@ def _irfft(x, n, dim, norm, backend, axis, conjugate: bool, swap: bool):
     return call.finish(call.engine.c2r(z, (d,), n, params.dual_norm(norm) if swap else norm))
 
 
+@across_libraries
 def irfft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
     """Inverse of :func:`rfft`: ``(..., m)`` complex -> ``(..., n)`` real, n = 2 (m - 1) default."""
     return _irfft(x, n, dim, norm, backend, axis, conjugate=False, swap=False)
 
 
+@across_libraries
 def hfft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
     """FFT of a Hermitian-symmetric signal given by its first half: real ``(..., n)``."""
     return _irfft(x, n, dim, norm, backend, axis, conjugate=True, swap=True)
@@ -184,21 +191,25 @@ def _fftn(x, s, dim, axes, norm, backend, forward: bool, default_last: int | Non
     return call.finish(call.engine.c2c(z, dims, forward, norm))
 
 
+@across_libraries
 def fftn(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     """N-D FFT over ``dim`` (default: all axes, or the last ``len(s)``)."""
     return _fftn(x, s, dim, axes, norm, backend, True, None)
 
 
+@across_libraries
 def ifftn(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     """N-D inverse FFT over ``dim``."""
     return _fftn(x, s, dim, axes, norm, backend, False, None)
 
 
+@across_libraries
 def fft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     """2-D FFT over ``dim`` (default the last two axes)."""
     return _fftn(x, s, dim, axes, norm, backend, True, 2)
 
 
+@across_libraries
 def ifft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     """2-D inverse FFT over ``dim`` (default the last two axes)."""
     return _fftn(x, s, dim, axes, norm, backend, False, 2)
@@ -218,11 +229,13 @@ def _rfftn(x, s, dim, axes, norm, backend, default_last: int | None):
     return call.finish(call.engine.r2c(r, dims, norm))
 
 
+@across_libraries
 def rfftn(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     """N-D FFT of a real input; the last transformed axis keeps ``n // 2 + 1`` bins."""
     return _rfftn(x, s, dim, axes, norm, backend, None)
 
 
+@across_libraries
 def rfft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     """2-D :func:`rfftn` over the last two axes by default."""
     return _rfftn(x, s, dim, axes, norm, backend, 2)
@@ -245,11 +258,13 @@ def _irfftn(x, s, dim, axes, norm, backend, default_last: int | None):
     return call.finish(call.engine.c2r(z, dims, s[-1], norm))
 
 
+@across_libraries
 def irfftn(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     """Inverse of :func:`rfftn`; ``s[-1]`` defaults to ``2 (m - 1)``."""
     return _irfftn(x, s, dim, axes, norm, backend, None)
 
 
+@across_libraries
 def irfft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
     """Inverse of :func:`rfft2`."""
     return _irfftn(x, s, dim, axes, norm, backend, 2)
@@ -288,6 +303,7 @@ def _check_same_device(x: Any, window: Any) -> None:
         )
 
 
+@across_libraries
 def stft(
     x: Any,
     n_fft: int = 2048,
@@ -327,6 +343,7 @@ def stft(
     return call.finish(call.engine.stft(xr, w, p, output, eps))
 
 
+@across_libraries
 def istft(
     S: Any,
     n_fft: int | None = None,

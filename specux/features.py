@@ -16,6 +16,7 @@ from specux.kernels.cpu.tuning import estimate_tuning
 from specux.meta import dtypes, matrices, params
 from specux.meta.cqt_params import C1_HZ, cqt_arguments
 from specux.meta.params import StftParams
+from specux.transport import across_libraries
 
 _MEL_DB_AMIN = 1e-10  # mfcc / lfcc: 10 log10(max(S, 1e-10)), librosa's power_to_db amin
 
@@ -52,6 +53,7 @@ def _filterbank_spectrogram(call: _Call, x, p: StftParams, w, power, bank, outpu
     return call.engine.bank_spectrogram(xr, w, p, power, bank, output, eps)
 
 
+@across_libraries
 def melspectrogram(
     x: Any,
     *,
@@ -128,6 +130,7 @@ def _cepstrum(call: _Call, x, log_spec, n_out, n_bands, dct_type, norm, lifter, 
     return call.finish(call.engine.project(log_spec, dct))
 
 
+@across_libraries
 def mfcc(
     x: Any,
     *,
@@ -177,6 +180,7 @@ _STFT_DEFAULTS = {
 }
 
 
+@across_libraries
 def lfcc(
     x: Any,
     *,
@@ -226,6 +230,7 @@ _CHROMA_STFT_KEYS = (
 )  # fmt: skip
 
 
+@across_libraries
 def chroma(
     x: Any,
     *,
@@ -295,6 +300,7 @@ def _constant_q(call: _Call, x, output, eps, pad_mode, **spec_params):
     return call.engine.cqt(xr, spec, pad_mode, output, eps)
 
 
+@across_libraries
 def cqt(
     x: Any,
     *,
@@ -329,6 +335,7 @@ def cqt(
     ))  # fmt: skip
 
 
+@across_libraries
 def vqt(
     x: Any,
     *,
@@ -405,6 +412,7 @@ def _estimate_tuning(call: _Call, x, p: StftParams, w, power: float, sr, n_chrom
     return estimate_tuning(spectrum**power, sr, p.n_fft, bins_per_octave=n_chroma)
 
 
+@across_libraries
 def fftconvolve(x: Any, y: Any, mode: str = "full", dim: int = -1, *, backend: str = "auto"):
     """``scipy.signal.fftconvolve(x, y, mode)`` along ``dim``; the other axes broadcast.
 

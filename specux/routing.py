@@ -100,10 +100,16 @@ def route(x: Any, backend: Any = "auto", name: str = "x", family: str | None = N
     else:
         chosen = backend
     reason = backend_unavailable_reason(chosen, family)
-    if chosen == "cuda" and library == NUMPY and reason is None:
-        reason = "numpy arrays are not staged to the GPU in this version"
-    if library == CUPY:
-        reason = "cupy arrays are not accepted in this version (use torch CUDA tensors)"
+    if chosen == "cuda" and library in (NUMPY, CUPY) and reason is None:
+        from specux.compat.torch_compat import torch_module
+
+        torch = torch_module()
+        if torch is None:
+            # specux.transport runs these through the torch ops; the torch-free route
+            # (the runtime's own allocations and copies) is not built yet.
+            reason = f"{library} arrays on CUDA need torch installed in this version"
+        elif not torch.cuda.is_available():
+            reason = f"torch {torch.__version__} sees no CUDA device"
     if reason is not None:
         raise BackendUnavailableError(f"backend={chosen!r} is unavailable for {what}: {reason}")
     return Route(library, device_type, chosen)

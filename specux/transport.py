@@ -1,0 +1,154 @@
+"""numpy and cupy arrays on CUDA, through the torch ops (seed-backends' routes, with torch).
+
+The public functions are written against numpy arrays (the CPU engine) and torch tensors
+(the torch ops, whose CUDA kernels are specux's own). :func:`across_libraries` wraps each
+one so that
+
+- a cupy array runs on CUDA, zero-copy: it enters torch by DLPack and the result leaves the
+  same way, with torch's current stream set to cupy's current stream for the call (so the
+  kernels are ordered after whatever cupy queued there, and cupy's later work after them);
+- a numpy array runs on CUDA when the machine has a CUDA device and torch (``backend="auto"``
+  or ``"cuda"``): staged through pinned host memory on torch's allocator and current stream,
+  the result copied back the same way and returned as numpy;
+- everything else (torch tensors, numpy without a GPU) calls the function unchanged.
+
+Results follow API.md's dtype rules for the input's library (complex64 where torch would
+give complex32). cupy inputs are forward-only (cupy has no autograd). Without torch, cupy
+arrays raise BackendUnavailableError and numpy arrays stay on the CPU: the torch-free
+CUDA route is not built yet.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from typing import Any
+
+import numpy as np
+
+from specux import routing
+from specux.compat.arrays import CUPY, NUMPY, library_of
+from specux.compat.torch_compat import torch_module
+from specux.meta.params import backend_name
+
+# Parameters that may hold arrays of the input's library (converted with it).
+_ARRAY_PARAMETERS = ("x", "S", "y", "window")
+
+
+def numpy_runs_on_cuda(backend: str) -> bool:
+    """Whether a numpy input with this ``backend`` runs on CUDA here (False: on the CPU)."""
+    if backend not in ("auto", "cuda"):
+        return False
+    if routing.cuda_driver_reason() is not None:
+        return False  # no driver: auto means the CPU (and "cuda" raises in routing)
+    torch = torch_module()
+    if torch is None or not torch.cuda.is_available():
+        return False
+    return routing.backend_unavailable_reason("cuda") is None
+
+
+def across_libraries(fn):
+    """Wrap a public function so numpy and cupy inputs take the CUDA routes (module doc)."""
+    signature = inspect.signature(fn)
+    first_name = next(iter(signature.parameters))
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        first = args[0] if args else kwargs.get(first_name)
+        if not isinstance(first, np.ndarray) and not _is_cupy(first):
+            return fn(*args, **kwargs)  # torch tensors (and bad inputs: fn raises)
+        backend = kwargs.get("backend", "auto")  # keyword-only in every public function
+        library = library_of(first, first_name)
+        if library == NUMPY:
+            try:
+                name = backend_name(backend)
+            except Exception:  # noqa: BLE001 - fn raises the parameter error itself
+                return fn(*args, **kwargs)
+            if not numpy_runs_on_cuda(name):
+                return fn(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
+            return _through_torch(fn, bound, library, _numpy_to_cuda, _cuda_to_numpy)
+        # cupy: strict backend checks (and the reason when torch is missing) come first
+        routing.route(first, backend, first_name)
+        bound = signature.bind(*args, **kwargs)
+        return _through_torch(fn, bound, library, _cupy_to_torch, _torch_to_cupy)
+
+    return wrapper
+
+
+def _is_cupy(x: Any) -> bool:
+    cupy = sys.modules.get("cupy")
+    return cupy is not None and isinstance(x, cupy.ndarray)
+
+
+def _through_torch(fn, bound, library: str, enter, leave) -> Any:
+    torch = torch_module()
+    first = next(iter(bound.arguments.values()))
+    device = torch.device("cuda", _device_index(first, library))
+    with torch.cuda.device(device), torch.cuda.stream(_stream(device, library)):
+        for name in _ARRAY_PARAMETERS:
+            value = bound.arguments.get(name)
+            if value is not None and _same_library(value, library):
+                bound.arguments[name] = enter(value, device)
+        out = fn(*bound.args, **bound.kwargs)
+        return leave(out)
+
+
+def _same_library(value: Any, library: str) -> bool:
+    return isinstance(value, np.ndarray) if library == NUMPY else _is_cupy(value)
+
+
+def _device_index(x: Any, library: str) -> int:
+    if library == CUPY:
+        return int(x.device.id)
+    return torch_module().cuda.current_device()
+
+
+def _stream(device, library: str):
+    """cupy's current stream as a torch stream (cupy inputs), else torch's current one."""
+    torch = torch_module()
+    if library == CUPY:
+        import cupy
+
+        return torch.cuda.ExternalStream(cupy.cuda.get_current_stream().ptr, device=device)
+    return torch.cuda.current_stream(device)
+
+
+def _host_dtype_out(t):
+    """complex32 has no numpy / cupy type: API.md returns complex64 for those libraries."""
+    torch = torch_module()
+    return t.to(torch.complex64) if t.dtype == torch.complex32 else t
+
+
+def _numpy_to_cuda(a: np.ndarray, device):
+    torch = torch_module()
+    host = torch.from_numpy(np.ascontiguousarray(a))  # numpy's negative strides: a copy
+    return host.pin_memory().to(device, non_blocking=True)
+
+
+def _cuda_to_numpy(t) -> np.ndarray:
+    torch = torch_module()
+    t = _host_dtype_out(t)
+    host = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, pin_memory=True)
+    host.copy_(t, non_blocking=True)
+    torch.cuda.current_stream(t.device).synchronize()
+    return host.numpy()
+
+
+def _cupy_to_torch(a, device):
+    torch = torch_module()
+    import cupy
+
+    if any(s < 0 for s in a.strides):  # DLPack has no negative strides
+        a = cupy.ascontiguousarray(a)
+    return torch.from_dlpack(a)
+
+
+def _torch_to_cupy(t):
+    import cupy
+
+    return cupy.from_dlpack(_host_dtype_out(t).detach())
+
+
+__all__ = ["across_libraries", "numpy_runs_on_cuda"]
