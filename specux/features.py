@@ -230,7 +230,7 @@ _CHROMA_STFT_KEYS = (
 )  # fmt: skip
 
 
-@across_libraries
+@across_libraries(host_only=lambda kwargs: kwargs.get("tuning", 0.0) is None)
 def chroma(
     x: Any,
     *,

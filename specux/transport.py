@@ -48,8 +48,14 @@ def numpy_runs_on_cuda(backend: str) -> bool:
     return routing.backend_unavailable_reason("cuda") is None
 
 
-def across_libraries(fn):
-    """Wrap a public function so numpy and cupy inputs take the CUDA routes (module doc)."""
+def across_libraries(fn=None, *, host_only=None):
+    """Wrap a public function so numpy and cupy inputs take the CUDA routes (module doc).
+
+    ``host_only(kwargs)``: True when that call reads its data back to the host (e.g.
+    chroma's tuning estimate); a numpy input then stays on the CPU under ``backend="auto"``.
+    """
+    if fn is None:
+        return functools.partial(across_libraries, host_only=host_only)
     signature = inspect.signature(fn)
     first_name = next(iter(signature.parameters))
 
@@ -66,6 +72,8 @@ def across_libraries(fn):
             except Exception:  # noqa: BLE001 - fn raises the parameter error itself
                 return fn(*args, **kwargs)
             if not numpy_runs_on_cuda(name):
+                return fn(*args, **kwargs)
+            if name == "auto" and host_only is not None and host_only(kwargs):
                 return fn(*args, **kwargs)
             bound = signature.bind(*args, **kwargs)
             return _through_torch(fn, bound, library, _numpy_to_cuda, _cuda_to_numpy)

@@ -575,3 +575,17 @@ def test_cupy_arrays_raise_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", fake)
     with pytest.raises(specux.BackendUnavailableError, match="cupy"):
         specux.fft(ndarray())
+
+
+def test_numpy_chroma_tuning_estimate_stays_on_the_host(monkeypatch):
+    """On a CUDA machine numpy inputs run on the GPU, except a call that reads its data back
+    to the host (chroma's tuning estimate): it stays on the CPU instead of raising."""
+    import specux.transport as transport
+
+    monkeypatch.setattr(transport, "numpy_runs_on_cuda", lambda backend: True)
+    staged = []
+    monkeypatch.setattr(transport, "_through_torch", lambda *a: staged.append(a) or "staged")
+    x = np.random.default_rng(0).standard_normal(8000).astype(np.float32)
+    estimated = specux.chroma(x, sr=16000, tuning=None)
+    assert isinstance(estimated, np.ndarray) and not staged
+    assert specux.chroma(x, sr=16000) == "staged" and len(staged) == 1
