@@ -69,3 +69,20 @@ def test_mixed_devices_and_subclasses_are_not_plain():
     assert _declare._plain_device((torch.nn.Parameter(x, requires_grad=False),)) is None
     assert _declare._plain_device((x, torch.empty(1, device="meta"))) is None
     assert _declare._plain_device((None, 1.0)) is None
+
+
+def test_cuda_matrix_width_is_checked_before_any_kernel_reads():
+    """The CUDA gather kernels read n_in values per row: a matrix of another width must be a
+    ValueError on the host (checked without a GPU: the check runs before any launch)."""
+    from specux.kernels.cuda import transforms
+    from specux.meta import matrices
+
+    mel = matrices.mel_spec(sr=16000, n_fft=1024, n_mels=80, fmin=0.0, fmax=None, htk=False,
+                            norm="slaney")  # fmt: skip
+    transforms._check_columns(None, mel.as_key(), 513, "the stft")
+    transforms._check_columns(None, mel.transposed().as_key(), 80, "x")
+    transforms._check_columns(torch.zeros(20, 80), "", 80, "x")
+    with pytest.raises(ValueError, match="513 columns"):
+        transforms._check_columns(None, mel.as_key(), 512, "the stft")
+    with pytest.raises(ValueError, match="80 columns"):
+        transforms._check_columns(torch.zeros(20, 80), "", 81, "x")

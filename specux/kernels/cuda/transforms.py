@@ -236,6 +236,7 @@ def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: st
     backend = TorchCudaBackend(x.device)
     n_in = p.n_freq
     bands, weights, n_out = _bands(backend, bank, bank_spec, precision)
+    _check_columns(bank, bank_spec, n_in, "the stft")
     db_factor = 20.0 / power if output == "db" else None
     x, rows = _rows(x)
     length = x.shape[-1]
@@ -362,12 +363,21 @@ def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str) -> torch.Te
     backend = TorchCudaBackend(x.device)
     bands, weights, n_out = _bands(backend, matrix, spec, precision)
     n_in = x.shape[-2]
+    _check_columns(matrix, spec, n_in, "x")
     rows = x.transpose(-1, -2).contiguous()  # (..., T, n_in): no copy when frame-major
     out = torch.empty((*rows.shape[:-1], n_out), dtype=x.dtype, device=x.device)
     transform_exec.bank(backend, rows, out, bands, weights, rows=out.numel() // max(n_out, 1),
                         n_in=n_in, n_out=n_out, exponent=1.0, db_factor=None, eps=0.0,
                         storage=storage, precision=precision)  # fmt: skip
     return out.transpose(-1, -2).contiguous()
+
+
+def _check_columns(matrix: torch.Tensor | None, spec: str, n_in: int, what: str) -> None:
+    """The kernels read ``n_in`` values per row: a matrix of another width is an error here,
+    not an out-of-bounds read there."""
+    width = matrix.shape[1] if matrix is not None else matrices.shape(MatrixSpec.from_key(spec))[1]
+    if width != n_in:
+        raise ValueError(f"the matrix has {width} columns but {what} has {n_in} features")
 
 
 def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str):
@@ -377,6 +387,8 @@ def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str):
         bands_host, weights_host = _sparse_bank(spec, precision)
         return (backend.constant(("bands", spec), bands_host),
                 backend.constant(("bank", spec), weights_host), len(bands_host))  # fmt: skip
+    if matrix.dim() != 2:
+        raise ValueError(f"the matrix / bank must be 2-D (n_out, n_in), got {tuple(matrix.shape)}")
     n_out, n_in = matrix.shape
     dense = transform_exec.sparse_bands(np.zeros(n_out, np.int64), np.full(n_out, n_in, np.int64),
                                         n_in)  # fmt: skip
