@@ -13,6 +13,17 @@ settings.register_profile("dev", max_examples=20, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+@pytest.fixture(autouse=True)
+def _numpy_on_the_cpu(request, monkeypatch):
+    """On a CUDA machine numpy inputs run on the GPU (specux.transport); the CPU tests compare
+    the CPU backend with references and with torch CPU tensors bit for bit, so outside tests
+    marked ``cuda`` numpy inputs stay on the CPU, as on a machine without a GPU."""
+    if request.node.get_closest_marker("cuda") is None:
+        import specux.transport
+
+        monkeypatch.setattr(specux.transport, "numpy_runs_on_cuda", lambda backend: False)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
