@@ -209,22 +209,32 @@ def _orchestrate(backend, src, dst, *, n, kind, sign, scale, precision, batch, s
                  dst_storage, src_strides, dst_strides, use_blocks) -> None:  # fmt: skip
     load = LoadSpec(USER, _LOAD_MODE[kind], src_storage)
     store = StoreSpec(USER, _STORE_MODE[kind], dst_storage, scaled=True, logical=n)
+    _any_length(backend, n, sign, precision, load, store, src, dst, scale, src_strides,
+                dst_strides, batch=batch, use_blocks=use_blocks)  # fmt: skip
+
+
+def _any_length(backend, n, sign, precision, load, store, src, dst, scale, src_strides,
+                dst_strides, *, batch, use_blocks, framing=None, eps=0.0,
+                bank=None) -> None:  # fmt: skip
+    """An ``n``-point transform with ``load`` / ``store`` as its prologue / epilogue: directly
+    for lengths with radices, else as Bluestein's algorithm -- a chirp-multiplied, zero-padded
+    forward transform of a smooth length (the load's framing goes there) and a
+    chirp-multiplied inverse after the filter product (the store's value / reduce there)."""
     run = functools.partial(_transform, backend, batch=batch, use_blocks=use_blocks)
     if factorize(n) is not None:
-        run(n, sign, precision, load, store, src, dst, scale, src_strides, dst_strides)
+        run(n, sign, precision, load, store, src, dst, scale, src_strides, dst_strides,
+            framing=framing, eps=eps, bank=bank)  # fmt: skip
         return
     length = bluestein_length(n)
     chirp = backend.table(("chirp", n, sign), _chirp(n, sign), precision)
     filt = backend.table(("bluestein", n, length, sign), _bluestein_filter(n, length, sign),
                          precision)  # fmt: skip
     spectrum = backend.scratch(batch * length, precision)
-    run(length, -1, precision,
-        LoadSpec(USER, _LOAD_MODE[kind], src_storage, valid=n, table=True), StoreSpec(),
-        src, spectrum, 1.0, src_strides, None, load_table=chirp)  # fmt: skip
+    run(length, -1, precision, dataclasses.replace(load, valid=n, table=True), StoreSpec(),
+        src, spectrum, 1.0, src_strides, None, load_table=chirp, framing=framing)  # fmt: skip
     run(length, 1, precision, LoadSpec(table=True),
-        StoreSpec(USER, _STORE_MODE[kind], dst_storage, valid=n, table=True, scaled=True,
-                  logical=n),
-        spectrum, dst, scale, None, dst_strides, load_table=filt, store_table=chirp)  # fmt: skip
+        dataclasses.replace(store, valid=n, table=True), spectrum, dst, scale, None,
+        dst_strides, load_table=filt, store_table=chirp, eps=eps, bank=bank)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=256)
@@ -283,23 +293,9 @@ def _stft_program(n, framing, signals, onesided, value, eps, scale, precision, s
         reduce = dict(reduce="bank_db" if bank.db_factor is not None else "bank",
                       bins=n // 2 + 1)  # fmt: skip
         outs = _rows(bank.n_bands)
-    if factorize(n) is not None:
-        store = StoreSpec(USER, mode, dst_storage, scaled=True, logical=n, value=value, **reduce)
-        _block(backend, n, -1, precision, load, store, _SRC, _DST, scale, src_strides, outs,
-               batch, None, None, framing, eps, bank)  # fmt: skip
-        return program
-    length = bluestein_length(n)
-    chirp = backend.table(("chirp", n, -1), _chirp(n, -1), precision)
-    filt = backend.table(("bluestein", n, length, -1), _bluestein_filter(n, length, -1),
-                         precision)  # fmt: skip
-    spectrum = backend.scratch(batch * length, precision)
-    first = dataclasses.replace(load, valid=n, table=True)
-    _block(backend, length, -1, precision, first, StoreSpec(), _SRC, spectrum, 1.0,
-           src_strides, _rows(length), batch, chirp, None, framing)  # fmt: skip
-    store = StoreSpec(USER, mode, dst_storage, valid=n, table=True, scaled=True, logical=n,
-                      value=value, **reduce)  # fmt: skip
-    _block(backend, length, 1, precision, LoadSpec(table=True), store, spectrum, _DST, scale,
-           _rows(length), outs, batch, filt, chirp, None, eps, bank)  # fmt: skip
+    store = StoreSpec(USER, mode, dst_storage, scaled=True, logical=n, value=value, **reduce)
+    _any_length(backend, n, -1, precision, load, store, _SRC, _DST, scale, src_strides, outs,
+                batch=batch, use_blocks=True, framing=framing, eps=eps, bank=bank)  # fmt: skip
     return program
 
 
@@ -322,16 +318,20 @@ def _roots(n: int) -> np.ndarray:
 
 def _transform(
     backend, n, sign, precision, load, store, src, dst, scale, src_strides, dst_strides, *,
-    batch, use_blocks, load_table=None, store_table=None,
+    batch, use_blocks, load_table=None, store_table=None, framing=None, eps=0.0, bank=None,
 ) -> None:  # fmt: skip
-    """One transform of ``n`` points: a block kernel, a four-step pair of them, or passes."""
+    """One transform of ``n`` points: a block kernel, a four-step pair of them, or passes.
+    Framing loads and value / reduce stores exist in block kernels only (``stft_fusable``)."""
     if use_blocks:
         ins = src_strides or _rows(n)
         outs = dst_strides or _rows(n)
         if block_fits(n, precision) or _pack(n, precision, load, store):
             _block(backend, n, sign, precision, load, store, src, dst, scale, ins, outs,
-                   batch, load_table, store_table)  # fmt: skip
+                   batch, load_table, store_table, framing, eps, bank)  # fmt: skip
             return
+    if framing is not None or bank is not None or store.value != "complex":
+        raise ValueError(f"a {n}-point framing / value transform needs one block kernel")
+    if use_blocks:
         split = four_step_split(n, precision)
         if split is not None:
             _four_step(backend, split, sign, precision, load, store, src, dst, scale, ins, outs,
