@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 
 from specux.kernels.codegen.dialects import Dialect
-from specux.kernels.codegen.fft import _REAL, _REAL_STORAGE
+from specux.kernels.codegen.fft import _REAL, _REAL_STORAGE, _types
 
 GATHER_NAME = "specux_gather"
 
@@ -167,7 +167,6 @@ def _body(spec: GatherSpec) -> str:
 def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
     """Kernel source of ``spec``: entry point ``specux_gather`` with :data:`GATHER_PARAMS`,
     one thread per output element."""
-    fn = dialect.function
     params = ", ".join(f"{t} {name}" for t, name in GATHER_PARAMS)
     args = ", ".join(name for _, name in GATHER_PARAMS)
     source = [
@@ -175,13 +174,8 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
         f"precision={spec.precision} option={spec.option or '-'}",
         dialect.prelude,
         f"typedef {_REAL[spec.precision]} real_t;",
+        _types(dialect.function),  # to_real / put for every storage, as the FFT kernels use
         f"typedef {_REAL_STORAGE[spec.storage]} storage_t;",
-        f"{fn} real_t to_real(unsigned short v) {{ return (real_t)specux_h2f(v); }}",
-        f"{fn} real_t to_real(float v) {{ return (real_t)v; }}",
-        f"{fn} real_t to_real(double v) {{ return (real_t)v; }}",
-        f"{fn} void put(unsigned short* p, real_t v) {{ *p = specux_f2h((float)v); }}",
-        f"{fn} void put(float* p, real_t v) {{ *p = (float)v; }}",
-        f"{fn} void put(double* p, real_t v) {{ *p = (double)v; }}",
         dialect.kernel_open.format(name=GATHER_NAME, params=params),
         _body(spec),
         dialect.kernel_close.format(name=GATHER_NAME, params=params, args=args),
