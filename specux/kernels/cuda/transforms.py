@@ -28,24 +28,31 @@ from specux.kernels.cpu import stft as cpu_stft
 from specux.kernels.cuda import fft as cuda_fft
 from specux.kernels.cuda.fft import _STORAGE, TorchCudaBackend, _axis_scale, _dense
 from specux.kernels.plan import smooth_length
-from specux.meta import filters, matrices, shapes
+from specux.meta import dtypes, filters, matrices, shapes
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_n_frames
 from specux.meta.matrices import MatrixSpec
 from specux.meta.params import StftParams
 from specux.meta.windows import centered_offset
 
-_REAL_TORCH = {"float32": torch.float32, "float64": torch.float64}
-
 
 def _storage(t: torch.Tensor) -> tuple[str, str]:
     """(storage, precision) of a real tensor; raises for dtypes the kernels do not read."""
-    try:
-        return _STORAGE[t.dtype]
-    except KeyError:
+    if t.is_complex() or t.dtype not in _STORAGE:
         raise TypeError(
-            f"CUDA kernels read float16, float32 and float64 tensors, not {t.dtype}"
-        ) from None
+            f"these CUDA kernels read real float16, float32 and float64 tensors, not {t.dtype}"
+        )
+    return _STORAGE[t.dtype]
+
+
+def _dtype(name: str) -> torch.dtype:
+    """The torch dtype of a storage / precision name ("float16", "complex64", ...)."""
+    return getattr(torch, name)
+
+
+def _spectrum_dtype(storage: str, value: str) -> torch.dtype:
+    """complex (complex32 for float16 storage) for value "complex", else the storage's real."""
+    return _dtype(dtypes.complex_of(storage) if value == "complex" else storage)
 
 
 def _rows(x: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -55,23 +62,16 @@ def _rows(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     return x, rows
 
 
-_NAMED_WINDOWS: dict = {}  # (window, win_length, n_fft, precision, device) -> device tensor
-
-
 def full_window(p: StftParams, window: torch.Tensor | None, precision: str,
-                device: torch.device) -> torch.Tensor:  # fmt: skip
-    """The n_fft-point window in the compute precision, on the device (named: uploaded once)."""
-    dtype = _REAL_TORCH[precision]
+                backend: TorchCudaBackend) -> torch.Tensor:  # fmt: skip
+    """The n_fft-point window in the compute precision on the backend's device: a named one
+    is the CPU backend's (float64, rounded once, cached) uploaded once; a tensor is padded."""
     if window is None:
-        key = (p.window, p.win_length, p.n_fft, precision, device)
-        named = _NAMED_WINDOWS.get(key)
-        if named is None:  # built on the host in float64, rounded once, uploaded once
-            host = cpu_stft.full_window(p, None, np.dtype(precision))
-            named = TorchCudaBackend(device).constant(("window",) + key[:3], host)
-            _NAMED_WINDOWS[key] = named
-        return named
+        host = cpu_stft.full_window(p, None, np.dtype(precision))
+        return backend.constant(("window", p.window, p.win_length, p.n_fft), host)
     left = centered_offset(p.win_length, p.n_fft)
-    full = torch.nn.functional.pad(window.to(dtype), (left, p.n_fft - p.win_length - left))
+    full = torch.nn.functional.pad(window.to(_dtype(precision)),
+                                   (left, p.n_fft - p.win_length - left))  # fmt: skip
     return full.contiguous()
 
 
@@ -108,13 +108,6 @@ def overlap_add(frames: torch.Tensor, length: int, hop: int, pad: int, mode: str
 # stft
 
 
-def _spectrum_dtype(storage: str, value: str) -> torch.dtype:
-    real = {"float16": torch.float16, "float32": torch.float32, "float64": torch.float64}
-    complex_ = {"float16": torch.complex32, "float32": torch.complex64,
-                "float64": torch.complex128}  # fmt: skip
-    return complex_[storage] if value == "complex" else real[storage]
-
-
 def _stft_into(x: torch.Tensor, window, p: StftParams, value: str, eps: float,
                storage: str | None = None) -> torch.Tensor:  # fmt: skip
     """The stft of ``x`` as a frame-major ``(..., n_frames, n_freq)`` tensor of ``value``."""
@@ -127,10 +120,11 @@ def _stft_into(x: torch.Tensor, window, p: StftParams, value: str, eps: float,
                           x.device)  # fmt: skip
     if out.numel() == 0:
         return out.zero_()
-    w = full_window(p, window, precision, x.device)
+    backend = TorchCudaBackend(x.device)
+    w = full_window(p, window, precision, backend)
     scale = _axis_scale(p.n_fft, p.fft_norm, False)
     if transform_exec.stft_fusable(p.n_fft, precision, p.onesided):
-        transform_exec.stft(TorchCudaBackend(x.device), x, out, w, signals=rows,
+        transform_exec.stft(backend, x, out, w, signals=rows,
                             sig_len=length, n_fft=p.n_fft, hop=p.hop_length, pad=p.pad,
                             mode=p.pad_mode, onesided=p.onesided, value=value, eps=eps,
                             scale=scale, precision=precision, src_storage=src_storage,
@@ -138,7 +132,7 @@ def _stft_into(x: torch.Tensor, window, p: StftParams, value: str, eps: float,
         return out
     # Beyond a block: frames in memory, then the FFT kernels, then the output mapping.
     frames = frame(x, p.n_fft, p.hop_length, p.pad, p.pad_mode)
-    frames = frames.to(_REAL_TORCH[precision]) * w
+    frames = frames.to(_dtype(precision)) * w
     norm = p.fft_norm
     if p.onesided:
         spectrum = cuda_fft.r2c(frames, [-1], norm)
@@ -199,12 +193,12 @@ def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tenso
         env, start, stop, out_length = _named_envelope(p, count, length, precision)
         env_key = ("envelope", p, count, length)
     else:
-        w64 = full_window(p, window.detach(), "float64", spec.device).cpu().numpy()
+        w64 = full_window(p, window.detach(), "float64", backend).cpu().numpy()
         env, start, stop, out_length = _envelope(p, w64, count, length, precision)
         env_key = None
     envelope = (backend.constant(env_key, env) if env_key is not None
                 else torch.from_numpy(np.array(env)).to(spec.device))  # fmt: skip
-    w = full_window(p, window, precision, spec.device)
+    w = full_window(p, window, precision, backend)
     out = torch.empty((*spec.shape[:-2], out_length), dtype=frames.dtype, device=spec.device)
     rows = out.numel() // out_length if out_length else 0
     transform_exec.istft_overlap_add(backend, frames, out, w, envelope, rows=rows, count=count,
@@ -246,7 +240,7 @@ def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: st
         return out.transpose(-1, -2)
     if transform_exec.stft_fusable(p.n_fft, precision, True):
         # One kernel: the stft's bins go to shared memory and the bank reduces them there.
-        w = full_window(p, window, precision, x.device)
+        w = full_window(p, window, precision, backend)
         reduce = transform_exec.BankReduce(n_out, power, db_factor)
         transform_exec.stft(backend, x, out, w, signals=rows, sig_len=length, n_fft=p.n_fft,
                             hop=p.hop_length, pad=p.pad, mode=p.pad_mode, onesided=True,
@@ -302,7 +296,7 @@ def cqt(x: torch.Tensor, spec: ConstantQSpec, pad_mode: str, output: str, eps: f
     """``(..., L)`` real -> ``(..., n_bins, n_frames)``: the CPU backend's definition (exact
     correlation with librosa's filters, no decimation), as chunked products on the GPU."""
     _, precision = _storage(x)
-    x = _dense(x).to(_REAL_TORCH[precision])
+    x = _dense(x).to(_dtype(precision))
     *batch, length = x.shape
     count = x.numel() // length if length else 0
     hop = spec.hop_length
@@ -393,7 +387,7 @@ def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str):
     dense = transform_exec.sparse_bands(np.zeros(n_out, np.int64), np.full(n_out, n_in, np.int64),
                                         n_in)  # fmt: skip
     bands = backend.constant(("dense bands", n_out, n_in), dense)
-    return bands, matrix.detach().to(_REAL_TORCH[precision]).contiguous(), n_out
+    return bands, matrix.detach().to(_dtype(precision)).contiguous(), n_out
 
 
 # ---------------------------------------------------------------------------------------------
