@@ -20,25 +20,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from timing import median_ms  # noqa: E402  (bench/timing.py, beside this script)
+
 import specux  # noqa: E402
-
-
-def _time(fn, warmup: int, repeat: int, calls: int) -> float:
-    """Median over ``repeat`` samples of the mean time of ``calls`` back-to-back calls (ms):
-    the GPU time of a call when the host keeps the queue full, as in a training loop."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / calls)
-    return float(np.median(times))
 
 
 def _rel(a: torch.Tensor, ref: np.ndarray) -> float:
@@ -72,10 +56,10 @@ def main() -> int:
     for label, host, ours, theirs, reference in cases:
         x = host.cuda()
         ref = reference(host.to(torch.complex128 if host.is_complex() else torch.float64).numpy())
-        ours_ms = _time(lambda x=x, ours=ours: ours(x), args.warmup, args.repeat, args.calls)
+        ours_ms = median_ms(lambda x=x, ours=ours: ours(x), args.warmup, args.repeat, args.calls)
         ours_err = _rel(ours(x), ref)
         try:
-            theirs_ms = _time(lambda x=x, theirs=theirs: theirs(x), args.warmup, args.repeat,
+            theirs_ms = median_ms(lambda x=x, theirs=theirs: theirs(x), args.warmup, args.repeat,
                               args.calls)
             theirs_err = f"{_rel(theirs(x), ref):10.2e}"
             ratio = f"{theirs_ms / ours_ms:6.2f}x"

@@ -68,10 +68,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+from timing import median_ms  # noqa: E402  (bench/timing.py, beside this script)
 
 WORKLOADS = ("mel", "mel_bwd", "stft_c", "stft_p", "istft", "mfcc", "cqt", "conv")
 
@@ -104,36 +103,6 @@ def _sync(device: str) -> None:
 
     if device == "cuda":
         torch.cuda.synchronize()
-
-
-def _time(fn: Callable, warmup: int, repeats: int, calls: int, device: str) -> float:
-    """Median over ``repeats`` samples of the mean time of ``calls`` back-to-back calls (ms).
-
-    CUDA: events around the calls (the GPU time of a call when the host keeps the queue full, as
-    bench/fft.py measures); CPU: time.perf_counter.
-    """
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    _sync(device)
-    times = []
-    for _ in range(repeats):
-        if device == "cuda":
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(calls):
-                fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / calls)
-        else:
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            times.append((time.perf_counter() - t0) * 1e3 / calls)
-    return float(np.median(times))
 
 
 def _first_call(fn: Callable, device: str) -> tuple[float, Any]:
@@ -419,7 +388,7 @@ def _measure(run: Callable[[dict], Any], inputs: dict, args, device: str) -> Res
     try:
         res.first_ms, out = _first_call(lambda: run(inputs), device)
         del out
-        res.ms = _time(lambda: run(inputs), args.warmup, args.repeats, args.calls, device)
+        res.ms = median_ms(lambda: run(inputs), args.warmup, args.repeats, args.calls, device)
         res.scratch_mb, res.out = _scratch_call(lambda: run(inputs), device)
     except Exception as exc:  # noqa: BLE001 - a benchmark row, not a crash
         res.error = type(exc).__name__
