@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specux.compat.arrays import CUPY, NUMPY, TORCH, device_type_of, library_of
-from specux.compat.torch_compat import compiling
+from specux.compat.torch_compat import compiling, torch_module
 from specux.errors import BackendUnavailableError
 from specux.meta.params import backend_name
 
@@ -101,8 +101,6 @@ def route(x: Any, backend: Any = "auto", name: str = "x", family: str | None = N
         chosen = backend
     reason = backend_unavailable_reason(chosen, family)
     if chosen == "cuda" and library in (NUMPY, CUPY) and reason is None:
-        from specux.compat.torch_compat import torch_module
-
         torch = torch_module()
         if torch is None:
             # specux.transport runs these through the torch ops; the torch-free route

@@ -73,16 +73,23 @@ def test_mixed_devices_and_subclasses_are_not_plain():
 
 def test_cuda_matrix_width_is_checked_before_any_kernel_reads():
     """The CUDA gather kernels read n_in values per row: a matrix of another width must be a
-    ValueError on the host (checked without a GPU: the check runs before any launch)."""
+    ValueError on the host (checked without a GPU: the check runs before any upload)."""
     from specux.kernels.cuda import transforms
     from specux.meta import matrices
 
+    class Uploads:  # records what would go to the device
+        def constant(self, key, values):
+            return values
+
     mel = matrices.mel_spec(sr=16000, n_fft=1024, n_mels=80, fmin=0.0, fmax=None, htk=False,
-                            norm="slaney")  # fmt: skip
-    transforms._check_columns(None, mel.as_key(), 513, "the stft")
-    transforms._check_columns(None, mel.transposed().as_key(), 80, "x")
-    transforms._check_columns(torch.zeros(20, 80), "", 80, "x")
+                            norm="slaney").as_key()  # fmt: skip
+    transposed = matrices.MatrixSpec.from_key(mel).transposed().as_key()
+    assert transforms._bands(Uploads(), None, mel, "float32", 513, "the stft")[2] == 80
+    assert transforms._bands(Uploads(), None, transposed, "float32", 80, "x")[2] == 513
+    assert transforms._bands(Uploads(), torch.zeros(20, 80), "", "float32", 80, "x")[2] == 20
     with pytest.raises(ValueError, match="513 columns"):
-        transforms._check_columns(None, mel.as_key(), 512, "the stft")
+        transforms._bands(None, None, mel, "float32", 512, "the stft")
     with pytest.raises(ValueError, match="80 columns"):
-        transforms._check_columns(torch.zeros(20, 80), "", 81, "x")
+        transforms._bands(None, torch.zeros(20, 80), "", "float32", 81, "x")
+    with pytest.raises(ValueError, match="2-D"):
+        transforms._bands(None, torch.zeros(20, 80, 1), "", "float32", 80, "x")

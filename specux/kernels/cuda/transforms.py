@@ -214,13 +214,14 @@ def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tenso
 
 @functools.lru_cache(maxsize=64)
 def _sparse_bank(bank_spec: str, precision: str):
-    """(bands, weights) of a named matrix for the gather kernels: each row's nonzero extent."""
+    """(bands, weights, columns) of a named matrix for the gather kernels: each row's nonzero
+    extent, and the matrix's width."""
     dense = matrices.matrix(MatrixSpec.from_key(bank_spec), np.dtype("float64"))
     sparse = filters.sparse_bank(dense)
     bands = transform_exec.sparse_bands(sparse.starts, sparse.stops, sparse.max_width)
     weights = np.ascontiguousarray(sparse.weights.astype(precision).ravel())
     weights.flags.writeable = False
-    return bands, weights
+    return bands, weights, sparse.n_bins
 
 
 def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: str,
@@ -229,8 +230,7 @@ def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: st
     storage, precision = _storage(x)
     backend = TorchCudaBackend(x.device)
     n_in = p.n_freq
-    bands, weights, n_out = _bands(backend, bank, bank_spec, precision)
-    _check_columns(bank, bank_spec, n_in, "the stft")
+    bands, weights, n_out = _bands(backend, bank, bank_spec, precision, n_in, "the stft")
     db_factor = 20.0 / power if output == "db" else None
     x, rows = _rows(x)
     length = x.shape[-1]
@@ -355,9 +355,8 @@ def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str) -> torch.Te
     stored contiguous (the op's layout)."""
     storage, precision = _storage(x)
     backend = TorchCudaBackend(x.device)
-    bands, weights, n_out = _bands(backend, matrix, spec, precision)
     n_in = x.shape[-2]
-    _check_columns(matrix, spec, n_in, "x")
+    bands, weights, n_out = _bands(backend, matrix, spec, precision, n_in, "x")
     rows = x.transpose(-1, -2).contiguous()  # (..., T, n_in): no copy when frame-major
     out = torch.empty((*rows.shape[:-1], n_out), dtype=x.dtype, device=x.device)
     transform_exec.bank(backend, rows, out, bands, weights, rows=out.numel() // max(n_out, 1),
@@ -366,24 +365,24 @@ def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str) -> torch.Te
     return out.transpose(-1, -2).contiguous()
 
 
-def _check_columns(matrix: torch.Tensor | None, spec: str, n_in: int, what: str) -> None:
-    """The kernels read ``n_in`` values per row: a matrix of another width is an error here,
-    not an out-of-bounds read there."""
-    width = matrix.shape[1] if matrix is not None else matrices.shape(MatrixSpec.from_key(spec))[1]
+def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in: int,
+           what: str):  # fmt: skip
+    """(bands, weights, rows) of a matrix for the gather kernels: a named one sparse (each
+    row's nonzero extent, built once), a tensor dense (every row spans every column). The
+    kernels read ``n_in`` values per row, so a matrix of another width raises here (before
+    anything is uploaded or launched) instead of reading past a row there."""
+    if matrix is None:
+        bands_host, weights_host, width = _sparse_bank(spec, precision)
+    elif matrix.dim() != 2:
+        raise ValueError(f"the matrix / bank must be 2-D (n_out, n_in), got {tuple(matrix.shape)}")
+    else:
+        width = matrix.shape[1]
     if width != n_in:
         raise ValueError(f"the matrix has {width} columns but {what} has {n_in} features")
-
-
-def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str):
-    """(bands, weights, rows) of a matrix for the gather kernels: a named one sparse (each
-    row's nonzero extent, built once), a tensor dense (every row spans every column)."""
     if matrix is None:
-        bands_host, weights_host = _sparse_bank(spec, precision)
         return (backend.constant(("bands", spec), bands_host),
                 backend.constant(("bank", spec), weights_host), len(bands_host))  # fmt: skip
-    if matrix.dim() != 2:
-        raise ValueError(f"the matrix / bank must be 2-D (n_out, n_in), got {tuple(matrix.shape)}")
-    n_out, n_in = matrix.shape
+    n_out = matrix.shape[0]
     dense = transform_exec.sparse_bands(np.zeros(n_out, np.int64), np.full(n_out, n_in, np.int64),
                                         n_in)  # fmt: skip
     bands = backend.constant(("dense bands", n_out, n_in), dense)
