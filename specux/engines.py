@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from specux.compat.arrays import NUMPY, TORCH, dtype_name
+from specux.compat.arrays import NATIVE, NUMPY, TORCH, dtype_name
 from specux.compat.torch_compat import torch_module
 from specux.errors import BackendUnavailableError
 from specux.kernels.cpu import conv as cpu_conv
@@ -251,6 +251,10 @@ ENGINES = {NUMPY: NumpyEngine, TORCH: TorchEngine}
 
 
 def engine_for(library: str):
+    if library == NATIVE and NATIVE not in ENGINES:  # loaded on the first torch-free CUDA call
+        from specux.kernels.native import NativeEngine
+
+        ENGINES[NATIVE] = NativeEngine
     return ENGINES[library]
 
 

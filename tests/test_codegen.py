@@ -203,6 +203,22 @@ def _transform_families(recorder):
                               ("istft", ("",)), ("bank", ("power", "db", "powerpow", "dbpow"))):
             for option in options:
                 recorder.specs.add(GatherSpec(kind, storage, precision, option))
+        # the torch-free route's array kinds
+        for kind, options in (("map", ("clip", "threshold", "db", "window")),
+                              ("value", ("magnitude", "power", "db")), ("rowmax", ("",)),
+                              ("colnorm", ("inf", "1", "p"))):  # fmt: skip
+            for option in options:
+                recorder.specs.add(GatherSpec(kind, storage, precision, option))
+        recorder.specs.add(GatherSpec("cmul", precision, precision))
+        recorder.specs.add(GatherSpec("correlate", precision, precision))
+    names = ("float16", "float32", "float64", "complex32", "complex64", "complex128")
+    for src in names:
+        for dst in names:
+            precision = "float64" if any(n in ("float64", "complex128") for n in (src, dst)) \
+                else "float32"  # fmt: skip
+            conj = "~" if dst.startswith("complex") else ""
+            recorder.specs.add(GatherSpec("convert", precision, precision, f"{src}>{dst}{conj}"))
+            recorder.specs.add(GatherSpec("convert", precision, precision, f"{src}>{dst}"))
 
 
 def test_every_kernel_family_compiles_with_nvrtc():

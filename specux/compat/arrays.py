@@ -10,6 +10,12 @@ import numpy as np
 NUMPY = "numpy"
 TORCH = "torch"
 CUPY = "cupy"
+NATIVE = "native"  # specux.kernels.native.DeviceArray: the torch-free routes' device arrays
+
+
+def _native_array(x: Any) -> bool:
+    native = sys.modules.get("specux.kernels.native")
+    return native is not None and isinstance(x, native.DeviceArray)
 
 
 def library_of(x: Any, name: str = "x") -> str:
@@ -22,6 +28,8 @@ def library_of(x: Any, name: str = "x") -> str:
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(x, cupy.ndarray):
         return CUPY
+    if _native_array(x):
+        return NATIVE
     raise TypeError(
         f"{name} must be a numpy.ndarray, torch.Tensor or cupy.ndarray, "
         f"got {type(x).__module__}.{type(x).__qualname__}"
@@ -32,7 +40,7 @@ def device_type_of(x: Any, library: str) -> str:
     """Where the data lives: ``"cpu"``, ``"cuda"`` or ``"mps"`` (or torch's other types)."""
     if library == NUMPY:
         return "cpu"
-    if library == CUPY:
+    if library in (CUPY, NATIVE):
         return "cuda"
     return x.device.type
 
@@ -48,6 +56,8 @@ def dtype_name(x: Any, library: str) -> str:
         from specux.compat.torch_compat import dtype_name as torch_dtype_name
 
         return torch_dtype_name(x.dtype)
+    if library == NATIVE:
+        return x.dtype
     return np.dtype(x.dtype).name
 
 
@@ -64,4 +74,5 @@ def float_kind(x: Any, library: str, name: str = "x") -> str:
     )
 
 
-__all__ = ["CUPY", "NUMPY", "TORCH", "device_type_of", "dtype_name", "float_kind", "library_of"]
+__all__ = ["CUPY", "NATIVE", "NUMPY", "TORCH", "device_type_of", "dtype_name", "float_kind",
+           "library_of"]  # fmt: skip

@@ -22,6 +22,7 @@ from specux.kernels.codegen.dialects import CPP
 from specux.kernels.codegen.fft import arg_types
 from specux.kernels.codegen.kernels import render, source_key
 from specux.kernels.fft_exec import Strides, transform_1d
+from specux.kernels.native import Device
 from specux.kernels.plan import BlockSpec, PassSpec
 
 _COMPLEX = {"float32": np.complex64, "float64": np.complex128}
@@ -100,6 +101,39 @@ class HostBackend:
             entry(spec)(grid, block, shared, *args)
         else:  # pass kernels: one loop step per GPU thread
             entry(spec)(grid * block, *args)
+
+
+class _HostBuffer:
+    __slots__ = ("memory", "ptr")
+
+    def __init__(self, nbytes: int) -> None:
+        self.memory = np.zeros(max(nbytes, 1), dtype=np.uint8)
+        self.ptr = self.memory.ctypes.data
+
+
+class HostDevice(Device):
+    """A :class:`specux.kernels.native.Device` in host memory: the torch-free engine's code
+    (views, conversions, launch sequences) runs here on the emulated kernels."""
+
+    kind = "host"
+    index = -1
+
+    def __init__(self) -> None:
+        self.constants = {}
+
+    def allocate(self, nbytes: int) -> _HostBuffer:
+        return _HostBuffer(nbytes)
+
+    def copy_in(self, ptr: int, host: np.ndarray) -> None:
+        ctypes.memmove(ptr, host.ctypes.data, host.nbytes)
+
+    def copy_out(self, host: np.ndarray, ptr: int) -> None:
+        ctypes.memmove(host.ctypes.data, ptr, host.nbytes)
+
+    def memset_zero(self, ptr: int, nbytes: int) -> None:
+        ctypes.memset(ptr, 0, nbytes)
+
+    launch = HostBackend.launch
 
 
 _STORAGE = {

@@ -14,8 +14,13 @@ from typing import Any
 import numpy as np
 
 from specux.kernels.codegen.gather import GatherSpec
+from specux.kernels.cpu import cqt as cpu_cqt
 from specux.kernels.cpu import frames as cpu_frames
 from specux.kernels.fft_exec import BankReduce, Framing, Strides, stft_1d, stft_fusable
+from specux.meta import filters, matrices
+from specux.meta.cqt_params import ConstantQSpec
+from specux.meta.cqt_shapes import cqt_n_frames
+from specux.meta.matrices import MatrixSpec
 
 THREADS = 256  # per block, for the one-thread-per-output gather kernels
 
@@ -139,6 +144,18 @@ def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, h
             weights=weights)  # fmt: skip
 
 
+def elementwise(backend, kind: str, option: str, src, dst, *, rows: int, size: int,
+                storage: str, precision: str, table=None, table_b=None, count: int = 0,
+                eps: float = 0.0, factor: float = 0.0, exponent: float = 0.0,
+                total: int | None = None) -> None:  # fmt: skip
+    """One of the gather module's array kinds (``map``, ``value``, ``cmul``, ``rowmax``,
+    ``colnorm``) over ``rows`` x ``size`` elements (``total`` threads if given)."""
+    spec = GatherSpec(kind, storage, precision, option)
+    args = _args(backend, src, dst, table, table_b, rows=rows, size=size, count=count, eps=eps,
+                 factor=factor, exponent=exponent)  # fmt: skip
+    _launch(backend, spec, rows * size if total is None else total, args)
+
+
 def sparse_bands(starts: np.ndarray, stops: np.ndarray, width: int) -> np.ndarray:
     """int32 (first bin, bins, weight offset) per band of a row-padded sparse bank."""
     n = len(starts)
@@ -146,5 +163,28 @@ def sparse_bands(starts: np.ndarray, stops: np.ndarray, width: int) -> np.ndarra
     return np.ascontiguousarray(out)
 
 
-__all__ = ["BankReduce", "bank", "fold_table", "frame", "istft_overlap_add", "overlap_add",
-           "pad_sources", "sparse_bands", "stft", "stft_fusable"]  # fmt: skip
+@functools.lru_cache(maxsize=64)
+def sparse_bank(bank_spec: str, precision: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """(bands, weights, columns) of a named matrix for the gather kernels: each row's nonzero
+    extent (:func:`sparse_bands`), the weights row-padded, and the matrix's width."""
+    dense = matrices.matrix(MatrixSpec.from_key(bank_spec), np.dtype("float64"))
+    sparse = filters.sparse_bank(dense)
+    bands = sparse_bands(sparse.starts, sparse.stops, sparse.max_width)
+    weights = np.ascontiguousarray(sparse.weights.astype(precision).ravel())
+    bands.flags.writeable = False
+    weights.flags.writeable = False
+    return bands, weights, sparse.n_bins
+
+
+def cqt_plan(spec: ConstantQSpec, precision: str, length: int, count: int):
+    """(plan, n_frames, pad): the CPU backend's constant-Q kernels, every octave as a frames
+    group (the GPU runs them as products over frames; the polyphase DFT path is a CPU flop
+    saving), and the padding they need."""
+    n_frames = cqt_n_frames(length, spec.hop_length)
+    plan = cpu_cqt.kernel_plan(spec, np.dtype(precision), n_frames, count, (0, 0))
+    return plan, n_frames, plan.pad(length, n_frames)
+
+
+__all__ = ["BankReduce", "bank", "cqt_plan", "elementwise", "fold_table", "frame",
+           "istft_overlap_add", "overlap_add", "pad_sources", "sparse_bank", "sparse_bands", "stft",
+           "stft_fusable"]  # fmt: skip

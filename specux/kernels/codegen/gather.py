@@ -18,6 +18,25 @@ Kinds (``GatherSpec.kind``), rows ``r`` being independent signals:
 - ``bank``: ``out[r, m] = sum_k weight[m, k] * v(x[r, lo_m + k])`` over band m's extent,
   ``v`` the identity or ``x ** exponent``; stored as is or in dB
   (``factor * log10(max(s, eps))``).
+
+The array kinds (the torch-free route's elementwise steps, :mod:`specux.kernels.native`):
+- ``convert``: ``out[i] = src[view(i)]`` (``option`` ``"<src dtype>><dst dtype>"``, ``~``
+  appended to conjugate): a strided view (``table_a``: int64 ndim, out shape, view shape,
+  view strides; ``start``: the view's offset) copied into a contiguous array of ``size``
+  elements with a dtype cast, zeros where ``out`` is larger than the view (zero padding).
+- ``map``: ``size`` values per row, ``option`` ``clip`` (``max(x, table_a[r] - factor)``),
+  ``threshold`` (``x < factor ? 0 : x``), ``db`` (``factor * log10(max(x, eps))``) or
+  ``window`` (``x * table_a[i % size]``).
+- ``value``: complex ``x`` (of the precision) -> ``magnitude`` | ``power`` | ``db``
+  (``option``), stored in the storage.
+- ``cmul``: ``out[i] = x[i] * table_a[i]``, complex.
+- ``rowmax``: ``out[r] = max_k x[r, k]`` over ``size`` values (one thread per row).
+- ``colnorm``: ``x`` as (rows, count, size) normalized along ``count`` (one thread per
+  (row, column)): ``option`` ``inf`` | ``1`` | ``p`` (``exponent``), lengths below ``eps``
+  left as they are (librosa's ``util.normalize``).
+- ``correlate``: ``out[r, t, pad + c] = sum_j x[r, start + t * hop + j] * table_a[j, c]``
+  for ``c < size``, ``j < frame_len`` (rows of ``sig_len`` in, of ``stop`` out): the
+  constant-Q kernels of one octave group.
 """
 
 from __future__ import annotations
@@ -49,7 +68,12 @@ GATHER_PARAMS = (
     ("double", "exponent"),
 )
 
-KINDS = ("frame", "ola", "fold", "istft", "bank")
+KINDS = ("frame", "ola", "fold", "istft", "bank", "convert", "map", "value", "cmul", "rowmax",
+         "colnorm", "correlate")  # fmt: skip
+# dtype name -> storage type of the array kinds
+_ARRAY_TYPES = {"float16": "unsigned short", "float32": "float", "float64": "double",
+                "complex32": "specux_c16", "complex64": "specux_c32",
+                "complex128": "specux_c64"}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +168,8 @@ def _body(spec: GatherSpec) -> str:
             "    if (p < stop) v = ola_at(r, p) / ((const real_t*)table_b)[i];",
             "    put(&((storage_t*)out_ptr)[gid], v);",
         ])  # fmt: skip
+    if kind in _ARRAY_BODIES:
+        return _ARRAY_BODIES[kind](spec)
     # bank
     value = "pow(x, (real_t)exponent)" if "pow" in spec.option else "x"
     lines = [
@@ -162,6 +188,134 @@ def _body(spec: GatherSpec) -> str:
         lines.append("    acc = (real_t)factor * log10(acc > (real_t)eps ? acc : (real_t)eps);")
     lines.append("    put(&((storage_t*)out_ptr)[gid], acc);")
     return "\n".join(lines)
+
+
+def _convert(spec: GatherSpec) -> str:
+    src, dst = spec.option.rstrip("~").split(">")
+    conj = spec.option.endswith("~")
+    lines = [
+        "    if (gid >= size) return;",
+        "    const long long* t = (const long long*)table_a;  // ndim, out, view shape, strides",
+        "    const long long nd = t[0];",
+        "    long long rem = gid, off = start;",
+        "    bool inside = true;",
+        "    for (long long d = nd - 1; d >= 0; --d) {",
+        "        const long long c = rem % t[1 + d];",
+        "        rem /= t[1 + d];",
+        "        if (c >= t[1 + nd + d]) inside = false;",
+        "        off += c * t[1 + 2 * nd + d];",
+        "    }",
+        f"    const {_ARRAY_TYPES[src]}* in = (const {_ARRAY_TYPES[src]}*)in_ptr;",
+        f"    {_ARRAY_TYPES[dst]}* out = ({_ARRAY_TYPES[dst]}*)out_ptr;",
+    ]
+    if dst.startswith("complex"):
+        load = "to_cpx(in[off])" if src.startswith("complex") else "{to_real(in[off]), (real_t)0}"
+        lines += ["    cpx v = {(real_t)0, (real_t)0};",
+                  f"    if (inside) {{ const cpx s = {load}; v = s; }}"]  # fmt: skip
+        if conj:
+            lines.append("    v.im = -v.im;")
+    else:
+        load = "to_cpx(in[off]).re" if src.startswith("complex") else "to_real(in[off])"
+        lines.append(f"    const real_t v = inside ? {load} : (real_t)0;")
+    lines.append("    put(&out[gid], v);")
+    return "\n".join(lines)
+
+
+_MAPS = {
+    # The floor is rounded to the storage first, as an elementwise ``peak - top_db`` would be.
+    "clip": "storage_t floor_s; put(&floor_s, to_real(((const storage_t*)table_a)[gid / size])"
+            " - (real_t)factor); const real_t floor = to_real(floor_s); v = v > floor ? v : floor;",
+    "threshold": "if (v < (real_t)factor) v = (real_t)0;",
+    "db": "v = (real_t)factor * log10(v > (real_t)eps ? v : (real_t)eps);",
+    "window": "v *= ((const real_t*)table_a)[gid % size];",
+}
+
+
+def _map(spec: GatherSpec) -> str:
+    return "\n".join([
+        "    if (gid >= rows * size) return;",
+        "    real_t v = to_real(((const storage_t*)in_ptr)[gid]);",
+        f"    {_MAPS[spec.option]}",
+        "    put(&((storage_t*)out_ptr)[gid], v);",
+    ])  # fmt: skip
+
+
+def _value(spec: GatherSpec) -> str:
+    lines = [
+        "    if (gid >= rows * size) return;",
+        f"    const cpx z = to_cpx(((const {_COMPLEX_OF[spec.precision]}*)in_ptr)[gid]);",
+        "    real_t v = z.re * z.re + z.im * z.im;",
+    ]
+    if spec.option == "magnitude":
+        lines.append("    v = sqrt(v);")
+    elif spec.option == "db":
+        lines.append("    v = (real_t)10 * log10(v > (real_t)eps ? v : (real_t)eps);")
+    lines.append("    put(&((storage_t*)out_ptr)[gid], v);")
+    return "\n".join(lines)
+
+
+def _cmul(spec: GatherSpec) -> str:
+    ctype = _COMPLEX_OF[spec.storage]
+    return "\n".join([
+        "    if (gid >= rows * size) return;",
+        f"    const cpx a = to_cpx(((const {ctype}*)in_ptr)[gid]);",
+        f"    const cpx b = to_cpx(((const {ctype}*)table_a)[gid]);",
+        f"    put(&(({ctype}*)out_ptr)[gid], cmul(a, b));",
+    ])  # fmt: skip
+
+
+def _rowmax(spec: GatherSpec) -> str:
+    return "\n".join([
+        "    if (gid >= rows || size == 0) return;",
+        "    const storage_t* in = (const storage_t*)in_ptr + gid * size;",
+        "    real_t m = to_real(in[0]);",
+        "    for (long long k = 1; k < size; ++k) {",
+        "        const real_t v = to_real(in[k]);",
+        "        m = v > m ? v : m;",
+        "    }",
+        "    put(&((storage_t*)out_ptr)[gid], m);",
+    ])  # fmt: skip
+
+
+def _colnorm(spec: GatherSpec) -> str:
+    accumulate = {
+        "inf": "length = a > length ? a : length;",
+        "1": "length += a;",
+        "p": "length += pow(a, (real_t)exponent);",
+    }[spec.option]
+    finish = "length = pow(length, (real_t)1 / (real_t)exponent);" if spec.option == "p" else ""
+    return "\n".join([
+        "    if (gid >= rows * size) return;",
+        "    const long long c = gid % size, r = gid / size;",
+        "    const storage_t* in = (const storage_t*)in_ptr + r * count * size + c;",
+        "    storage_t* out = (storage_t*)out_ptr + r * count * size + c;",
+        "    real_t length = (real_t)0;",
+        "    for (long long k = 0; k < count; ++k) {",
+        "        const real_t a = fabs(to_real(in[k * size]));",
+        f"        {accumulate}",
+        "    }",
+        f"    {finish}",
+        "    if (length < (real_t)eps) length = (real_t)1;",
+        "    for (long long k = 0; k < count; ++k)",
+        "        put(&out[k * size], to_real(in[k * size]) / length);",
+    ])  # fmt: skip
+
+
+def _correlate(spec: GatherSpec) -> str:
+    return "\n".join([
+        "    if (gid >= rows * count * size) return;",
+        "    const long long c = gid % size, t = (gid / size) % count, r = gid / (size * count);",
+        "    const storage_t* in = (const storage_t*)in_ptr + r * sig_len + start + t * hop;",
+        "    const real_t* k = (const real_t*)table_a + c;",
+        "    real_t acc = (real_t)0;",
+        "    for (long long j = 0; j < frame_len; ++j) acc += to_real(in[j]) * k[j * size];",
+        "    put(&((storage_t*)out_ptr)[(r * count + t) * stop + pad + c], acc);",
+    ])  # fmt: skip
+
+
+_COMPLEX_OF = {"float16": "specux_c16", "float32": "specux_c32", "float64": "specux_c64"}
+_ARRAY_BODIES = {"convert": _convert, "map": _map, "value": _value, "cmul": _cmul,
+                 "rowmax": _rowmax, "colnorm": _colnorm, "correlate": _correlate}  # fmt: skip
 
 
 def render_gather(spec: GatherSpec, dialect: Dialect) -> str:

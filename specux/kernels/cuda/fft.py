@@ -6,8 +6,6 @@ caching allocator; Bluestein tables are uploaded once per (length, precision, de
 
 from __future__ import annotations
 
-import functools
-import math
 import threading
 import warnings
 
@@ -15,15 +13,10 @@ import numpy as np
 import torch
 
 from specux.compat.torch_compat import dtype_name
-from specux.kernels.codegen.dialects import CUDA
-from specux.kernels.codegen.fft import arg_types
-from specux.kernels.codegen.kernels import PARAMS_OF, render, source_key
-from specux.kernels.cuda.runtime import get_kernel
+from specux.kernels.cuda.launch import kernel, launch
 from specux.kernels.fft_exec import Strides, transform_1d
-from specux.kernels.plan import BlockSpec, PassSpec
+from specux.kernels.native import axis_scale
 from specux.meta import dtypes
-
-_DEFAULT_SHARED = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 
 # torch dtype -> (storage name, register precision)
 _STORAGE = {
@@ -35,26 +28,6 @@ _STORAGE = {
     torch.complex128: ("float64", "float64"),
 }
 _SCRATCH = {"float32": torch.complex64, "float64": torch.complex128}
-
-
-@functools.cache
-def _arg_types(family: type) -> tuple:
-    return arg_types(PARAMS_OF[family])
-
-
-@functools.lru_cache(maxsize=1024)
-def _kernel_for_key(key: PassSpec | BlockSpec, device_index: int):
-    source, name, _ = render(key, CUDA)
-    kernel = get_kernel(source, name, device_index)
-    if isinstance(key, BlockSpec) and key.shared_bytes > _DEFAULT_SHARED:
-        kernel.set_max_dynamic_shared(key.shared_bytes)  # the opt-in, once per kernel
-    return kernel
-
-
-@functools.lru_cache(maxsize=4096)
-def _kernel(spec: PassSpec | BlockSpec, device_index: int):
-    # Keyed by the full spec too, so a repeated launch does not rebuild its source key.
-    return _kernel_for_key(source_key(spec), device_index)
 
 
 class TorchCudaBackend:
@@ -95,9 +68,7 @@ class TorchCudaBackend:
         return buffer.data_ptr()
 
     def launch(self, spec, grid: int, block: int, shared: int, args: tuple) -> None:
-        types = _arg_types(type(spec))
-        _kernel(spec, self.index).launch((grid,), (block,), shared, self.stream,
-                                         tuple(zip(args, types)))  # fmt: skip
+        launch(spec, self.index, self.stream, grid, block, shared, args)
 
 
 def precompile(sizes, *, kinds=("c2c",), signs=(-1, 1), storage="float32", device=None,
@@ -125,7 +96,7 @@ def precompile(sizes, *, kinds=("c2c",), signs=(-1, 1), storage="float32", devic
                                    True)  # fmt: skip
                 specs.update(launch[0] for launch in program.launches)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(lambda spec: _kernel(spec, index), specs))
+        list(pool.map(lambda spec: kernel(spec, index), specs))
     return len(specs)
 
 
@@ -144,15 +115,6 @@ def _dense(x: torch.Tensor) -> torch.Tensor:
     return x.resolve_conj().resolve_neg().contiguous()
 
 
-def _axis_scale(n: int, norm: str, inverse: bool) -> float:
-    """This axis's share of the normalization."""
-    if norm == "ortho":
-        return 1.0 / math.sqrt(n)
-    if (norm == "backward") == inverse:
-        return 1.0 / n
-    return 1.0
-
-
 def _complex_of(dtype: torch.dtype) -> torch.dtype:
     return getattr(torch, dtypes.complex_of(dtype_name(dtype)))
 
@@ -167,7 +129,7 @@ def _run(backend, src, dst, axis, n, kind, inverse, norm) -> None:
     batch = src.numel() // max(src.shape[axis], 1) if src.shape[axis] else 0
     transform_1d(
         backend, src, dst, n=n, kind=kind, sign=1 if inverse else -1,
-        scale=_axis_scale(n, norm, inverse), precision=precision, batch=batch,
+        scale=axis_scale(n, norm, inverse), precision=precision, batch=batch,
         src_storage=src_storage, dst_storage=dst_storage,
         src_strides=Strides.along(tuple(src.shape), axis),
         dst_strides=Strides.along(tuple(dst.shape), axis),

@@ -23,15 +23,13 @@ import numpy as np
 import torch
 
 from specux.kernels import transform_exec
-from specux.kernels.cpu import cqt as cpu_cqt
 from specux.kernels.cpu import stft as cpu_stft
 from specux.kernels.cuda import fft as cuda_fft
-from specux.kernels.cuda.fft import _STORAGE, TorchCudaBackend, _axis_scale, _dense
+from specux.kernels.cuda.fft import _STORAGE, TorchCudaBackend, _dense
+from specux.kernels.native import axis_scale
 from specux.kernels.plan import smooth_length
-from specux.meta import dtypes, filters, matrices, shapes
+from specux.meta import dtypes, shapes
 from specux.meta.cqt_params import ConstantQSpec
-from specux.meta.cqt_shapes import cqt_n_frames
-from specux.meta.matrices import MatrixSpec
 from specux.meta.params import StftParams
 from specux.meta.windows import centered_offset
 
@@ -122,7 +120,7 @@ def _stft_into(x: torch.Tensor, window, p: StftParams, value: str, eps: float,
         return out.zero_()
     backend = TorchCudaBackend(x.device)
     w = full_window(p, window, precision, backend)
-    scale = _axis_scale(p.n_fft, p.fft_norm, False)
+    scale = axis_scale(p.n_fft, p.fft_norm, False)
     if transform_exec.stft_fusable(p.n_fft, precision, p.onesided):
         transform_exec.stft(backend, x, out, w, signals=rows,
                             sig_len=length, n_fft=p.n_fft, hop=p.hop_length, pad=p.pad,
@@ -130,16 +128,24 @@ def _stft_into(x: torch.Tensor, window, p: StftParams, value: str, eps: float,
                             scale=scale, precision=precision, src_storage=src_storage,
                             dst_storage=dst_storage)  # fmt: skip
         return out
-    # Beyond a block: frames in memory, then the FFT kernels, then the output mapping.
-    frames = frame(x, p.n_fft, p.hop_length, p.pad, p.pad_mode)
-    frames = frames.to(_dtype(precision)) * w
+    # Beyond a block: frames in memory, windowed, the FFT kernels, the output mapping (the
+    # torch-free route's kernels, so both routes give the same bits).
+    frames = frame(x, p.n_fft, p.hop_length, p.pad, p.pad_mode).to(_dtype(precision))
+    windowed = torch.empty_like(frames)
+    transform_exec.elementwise(backend, "map", "window", frames, windowed,
+                               rows=frames.numel() // p.n_fft, size=p.n_fft, storage=precision,
+                               precision=precision, table=w)  # fmt: skip
     norm = p.fft_norm
     if p.onesided:
-        spectrum = cuda_fft.r2c(frames, [-1], norm)
+        spectrum = cuda_fft.r2c(windowed, [-1], norm)
     else:
-        spectrum = cuda_fft.c2c(frames.to(_spectrum_dtype(precision, "complex")), [-1], True,
+        spectrum = cuda_fft.c2c(windowed.to(_spectrum_dtype(precision, "complex")), [-1], True,
                                 norm)  # fmt: skip
-    out.copy_(_apply_value(spectrum, value, eps))
+    if value == "complex":
+        return out.copy_(spectrum)
+    transform_exec.elementwise(backend, "value", value, spectrum, out, rows=1,
+                               size=spectrum.numel(), storage=dst_storage,
+                               precision=precision, eps=eps)  # fmt: skip
     return out
 
 
@@ -212,18 +218,6 @@ def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tenso
 # bank_spectrogram
 
 
-@functools.lru_cache(maxsize=64)
-def _sparse_bank(bank_spec: str, precision: str):
-    """(bands, weights, columns) of a named matrix for the gather kernels: each row's nonzero
-    extent, and the matrix's width."""
-    dense = matrices.matrix(MatrixSpec.from_key(bank_spec), np.dtype("float64"))
-    sparse = filters.sparse_bank(dense)
-    bands = transform_exec.sparse_bands(sparse.starts, sparse.stops, sparse.max_width)
-    weights = np.ascontiguousarray(sparse.weights.astype(precision).ravel())
-    weights.flags.writeable = False
-    return bands, weights, sparse.n_bins
-
-
 def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: str,
                      output: str, eps: float) -> torch.Tensor:  # fmt: skip
     """``bank @ |stft(x)| ** power`` (dB when output is "db"), ``(..., n_bands, n_frames)``."""
@@ -262,14 +256,6 @@ def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: st
 # cqt / cqt_adjoint
 
 
-def _cqt_plan(spec: ConstantQSpec, precision: str, length: int, count: int):
-    """The CPU backend's kernels, every octave as a frames group (the GPU runs them as
-    hop-wide chunked products; the polyphase DFT path is a CPU flop saving)."""
-    n_frames = cqt_n_frames(length, spec.hop_length)
-    plan = cpu_cqt.kernel_plan(spec, np.dtype(precision), n_frames, count, (0, 0))
-    return plan, n_frames, plan.pad(length, n_frames)
-
-
 def _cqt_kernel(backend, spec: ConstantQSpec, precision: str, group) -> torch.Tensor:
     key = ("cqt kernel", spec.as_key(), precision, group.start, group.stop)
     return backend.constant(key, group.kernel)
@@ -300,7 +286,7 @@ def cqt(x: torch.Tensor, spec: ConstantQSpec, pad_mode: str, output: str, eps: f
     *batch, length = x.shape
     count = x.numel() // length if length else 0
     hop = spec.hop_length
-    plan, n_frames, pad = _cqt_plan(spec, precision, length, max(count, 1))
+    plan, n_frames, pad = transform_exec.cqt_plan(spec, precision, length, max(count, 1))
     out = torch.zeros((count, n_frames, 2 * spec.n_bins), dtype=x.dtype, device=x.device)
     if count and n_frames:
         flat = x.reshape(count, length)
@@ -330,7 +316,7 @@ def cqt_adjoint(grad: torch.Tensor, spec: ConstantQSpec, pad_mode: str, length: 
     columns = grad.transpose(-1, -2).to(ctype).contiguous().reshape(count, n_frames, n_bins)
     real = torch.view_as_real(columns).reshape(count, n_frames, 2 * n_bins)
     hop = spec.hop_length
-    plan, _, pad = _cqt_plan(spec, precision, length, max(count, 1))
+    plan, _, pad = transform_exec.cqt_plan(spec, precision, length, max(count, 1))
     xbar = torch.zeros((count, length + 2 * pad), dtype=real.dtype, device=grad.device)
     if count and n_frames:
         backend = TorchCudaBackend(grad.device)
@@ -372,7 +358,7 @@ def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in
     kernels read ``n_in`` values per row, so a matrix of another width raises here (before
     anything is uploaded or launched) instead of reading past a row there."""
     if matrix is None:
-        bands_host, weights_host, width = _sparse_bank(spec, precision)
+        bands_host, weights_host, width = transform_exec.sparse_bank(spec, precision)
     elif matrix.dim() != 2:
         raise ValueError(f"the matrix / bank must be 2-D (n_out, n_in), got {tuple(matrix.shape)}")
     else:
@@ -403,14 +389,25 @@ def fftconvolve(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
                           True, "backward")  # fmt: skip
         fy = cuda_fft.c2c(torch.nn.functional.pad(y.to(dtype), (0, n - y.shape[-1])), [-1],
                           True, "backward")  # fmt: skip
-        out = cuda_fft.c2c(fx * fy, [-1], False, "backward")
+        out = cuda_fft.c2c(_product(fx, fy), [-1], False, "backward")
     else:
         fx = cuda_fft.r2c(torch.nn.functional.pad(x.to(dtype), (0, n - x.shape[-1])), [-1],
                           "backward")  # fmt: skip
         fy = cuda_fft.r2c(torch.nn.functional.pad(y.to(dtype), (0, n - y.shape[-1])), [-1],
                           "backward")  # fmt: skip
-        out = cuda_fft.c2r(fx * fy, [-1], n, "backward")
+        out = cuda_fft.c2r(_product(fx, fy), [-1], n, "backward")
     return out[..., :length].contiguous()
+
+
+def _product(fx: torch.Tensor, fy: torch.Tensor) -> torch.Tensor:
+    """``fx * fy`` (leading axes broadcast) by the cmul kernel the torch-free route uses."""
+    fx, fy = (t.contiguous() for t in torch.broadcast_tensors(fx, fy))
+    out = torch.empty_like(fx)
+    precision = _STORAGE[fx.dtype][1]
+    transform_exec.elementwise(TorchCudaBackend(fx.device), "cmul", "", fx, out, rows=1,
+                               size=fx.numel(), storage=precision, precision=precision,
+                               table=fy)  # fmt: skip
+    return out
 
 
 __all__ = ["bank_spectrogram", "cqt", "cqt_adjoint", "fftconvolve", "frame", "full_window",

@@ -1,0 +1,218 @@
+"""The torch-free CUDA route's engine without a GPU (issue 6): the public functions on
+DeviceArrays of the host-emulation Device run the route's exact code (views, conversions,
+elementwise kernels, launch sequences) on the emulated kernels, compared with the CPU backend.
+
+The CUDA side of the same engine (cupy by pointer, numpy staged by the runtime) is tested on
+a GPU in tests/test_routes_cuda.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tolerances import TOLERANCES, rel_peak
+
+import specux
+from specux import routing
+from specux.compat.arrays import NATIVE, library_of
+
+emulate = pytest.importorskip("specux.kernels.emulate")
+native = pytest.importorskip("specux.kernels.native")
+if emulate.compiler() is None:
+    pytest.skip("no C++ compiler for the host emulation", allow_module_level=True)
+
+# the CPU backend's and the emulated kernels' results, relative to the output's peak
+PEAK = {"float32": TOLERANCES["float32_peak"], "float64": 1e-10}
+
+
+@pytest.fixture(autouse=True)
+def _device_route(monkeypatch):
+    """DeviceArrays route to the "cuda" backend; here its driver probe is skipped (the
+    emulated Device launches on the host)."""
+    monkeypatch.setattr(routing, "_cuda_reason", lambda: None)
+
+
+def _on_device(fn, *arrays, **kwargs):
+    """``fn`` on DeviceArray copies of ``arrays`` (numpy); the result read back as numpy."""
+    device = emulate.HostDevice()
+
+    def enter(a):
+        if not isinstance(a, np.ndarray):
+            return a
+        if a.base is not None and a.ndim == 2 and a.strides[1] == 2 * a.itemsize:
+            return device.upload(a.base).view(a.shape, (a.base.shape[1], 2))  # a[:, ::2]
+        return device.upload(a)
+
+    out = fn(*map(enter, arrays), **{k: enter(v) for k, v in kwargs.items()})
+    assert library_of(out) == NATIVE
+    return device.download(native.dense(out)), out.dtype
+
+
+def _check(fn, *arrays, precision="float64", **kwargs):
+    got, dtype = _on_device(fn, *arrays, **kwargs)
+    ref = fn(*arrays, **kwargs)
+    assert got.shape == ref.shape and dtype == ref.dtype.name, (got.shape, dtype, ref.dtype)
+    assert rel_peak(got, ref) <= PEAK[precision], rel_peak(got, ref)
+    return got, ref
+
+
+def _signal(shape, dtype="float64", seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def test_convert_views_casts_pads_and_conjugates():
+    device = emulate.HostDevice()
+    x = (_signal((3, 5)) + 1j * _signal((3, 5), seed=1)).astype(np.complex128)
+    a = device.upload(x)
+    flipped = a.view((3, 5), (5, -1), offset=4)  # x[:, ::-1]
+    got = device.download(native.convert(flipped.swapaxes(0, 1), "complex64", (7, 4),
+                                         conj=True))  # fmt: skip
+    ref = np.zeros((7, 4), np.complex64)
+    ref[:5, :3] = np.conj(x[:, ::-1].T)
+    assert np.array_equal(got, ref)
+    half = device.download(native.convert(device.upload(_signal(9, "float16")), "float32"))
+    assert np.array_equal(half, _signal(9, "float16").astype(np.float32))
+    real = device.download(native.convert(a, "float32"))
+    assert np.array_equal(real, x.real.astype(np.float32))
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("fft", {}), ("ifft", {"norm": "ortho"}), ("fft", {"n": 12}), ("rfft", {}),
+    ("irfft", {"n": 14}), ("hfft", {}), ("ihfft", {}), ("fft2", {}), ("rfftn", {}),
+    ("irfftn", {}), ("ifftn", {"axes": (0,)}),
+])  # fmt: skip
+def test_fft_family(name, kwargs):
+    fn = getattr(specux, name)
+    x = _signal((4, 10))
+    if name in ("ifft", "fft", "fft2", "irfft", "hfft", "irfftn", "ifftn"):
+        x = x + 1j * _signal((4, 10), seed=2)
+    _check(fn, x, **kwargs)
+
+
+@pytest.mark.parametrize("output", ["complex", "magnitude", "power", "db"])
+@pytest.mark.parametrize("pad_mode", ["constant", "reflect"])
+def test_stft(output, pad_mode):
+    x = _signal((2, 90))
+    kw = dict(n_fft=16, hop_length=5, pad_mode=pad_mode, output=output)
+    if output == "db":
+        got, _ = _on_device(specux.stft, x, **kw)
+        assert np.max(np.abs(got - specux.stft(x, **kw))) <= TOLERANCES["db_abs64"]
+    else:
+        _check(specux.stft, x, **kw)
+
+
+def test_stft_float32_strided_and_array_window():
+    x = _signal((2, 200), "float32")[:, ::2]
+    window = np.hanning(12).astype(np.float32)
+    _check(specux.stft, x, n_fft=16, hop_length=4, win_length=12, window=window,
+           precision="float32")  # fmt: skip
+
+
+def test_stft_beyond_a_block(monkeypatch):
+    """The frame + window + FFT + output-mapping path (n_fft beyond one block's points),
+    forced at a small size."""
+    from specux.kernels import transform_exec
+
+    monkeypatch.setattr(native.transform_exec, "stft_fusable", lambda *a: False)
+    assert transform_exec.stft_fusable is not None
+    x = _signal((2, 60))
+    for output in ("complex", "power"):
+        _check(specux.stft, x, n_fft=16, hop_length=5, output=output)
+    _check(specux.stft, x, n_fft=16, hop_length=5, onesided=False)
+    _check(specux.melspectrogram, x, sr=1000, n_fft=16, hop_length=5, n_mels=4)
+
+
+def test_float16_input_gives_complex64():
+    x = _signal((2, 64), "float16")
+    got, dtype = _on_device(specux.stft, x, n_fft=16, hop_length=4)
+    assert dtype == "complex64"
+    ref = specux.stft(x, n_fft=16, hop_length=4)
+    assert rel_peak(got, ref) <= 1e-3  # float16 storage of the input, float32 arithmetic
+
+
+@pytest.mark.parametrize("length", [None, 70])
+def test_istft(length):
+    x = _signal((2, 80))
+    S = specux.stft(x, n_fft=16, hop_length=4)
+    _check(specux.istft, S, n_fft=16, hop_length=4, length=length)
+    window = np.hanning(16) ** 0.5
+    _check(specux.istft, S, n_fft=16, hop_length=4, window=window)
+
+
+def test_istft_refuses_a_window_without_overlap():
+    S = specux.stft(_signal(64), n_fft=16, hop_length=16, window="boxcar")
+    device = emulate.HostDevice()
+    with pytest.raises(ValueError, match="NOLA"):
+        specux.istft(device.upload(S), n_fft=16, hop_length=16,
+                     window=device.upload(np.zeros(16)), center=False)  # fmt: skip
+
+
+@pytest.mark.parametrize("top_db", [None, 30.0])
+def test_melspectrogram(top_db):
+    x = _signal((3, 120))
+    kw = dict(sr=1000, n_fft=16, hop_length=4, n_mels=5)
+    _check(specux.melspectrogram, x, **kw)
+    got, _ = _on_device(specux.melspectrogram, x, output="db", top_db=top_db, **kw)
+    ref = specux.melspectrogram(x, output="db", top_db=top_db, **kw)
+    assert np.max(np.abs(got - ref)) <= TOLERANCES["db_abs64"]
+
+
+def test_melspectrogram_top_db_clips_each_signal_alone():
+    x = _signal((2, 120))
+    x[1] *= 1e-3  # 60 dB quieter: a batch-wide clip would flatten it
+    kw = dict(sr=1000, n_fft=16, hop_length=4, n_mels=5, output="db", top_db=20.0)
+    got, _ = _on_device(specux.melspectrogram, x, **kw)
+    ref = specux.melspectrogram(x, **kw)
+    assert np.max(np.abs(got - ref)) <= TOLERANCES["db_abs64"]
+
+
+def test_mfcc_and_lfcc():
+    x = _signal((2, 120))
+    _check(specux.mfcc, x, sr=1000, n_mfcc=4, n_fft=16, hop_length=4, n_mels=6)
+    _check(specux.lfcc, x, sr=1000, n_lfcc=4, n_fft=16, hop_length=4, n_filter=6)
+
+
+@pytest.mark.parametrize("norm", [np.inf, 1, 2, None])
+def test_chroma_stft(norm):
+    x = _signal((2, 160))
+    _check(specux.chroma, x, sr=1000, n_fft=32, hop_length=8, tuning=0.0, norm=norm)
+
+
+def test_chroma_tuning_estimate_refuses_the_device():
+    device = emulate.HostDevice()
+    with pytest.raises(specux.BackendUnavailableError, match="host"):
+        specux.chroma(device.upload(_signal(160)), sr=1000, n_fft=32, hop_length=8, tuning=None)
+
+
+@pytest.mark.parametrize("output", ["complex", "magnitude", "db"])
+def test_cqt(output):
+    x = _signal((2, 400))
+    kw = dict(sr=1000, hop_length=32, fmin=60.0, n_bins=12, bins_per_octave=6, output=output)
+    if output == "db":
+        got, _ = _on_device(specux.cqt, x, **kw)
+        assert np.max(np.abs(got - specux.cqt(x, **kw))) <= TOLERANCES["db_abs64"]
+    else:
+        _check(specux.cqt, x, **kw)
+
+
+def test_vqt_and_chroma_cqt():
+    x = _signal(400)
+    _check(specux.vqt, x, sr=1000, hop_length=32, fmin=60.0, n_bins=12, bins_per_octave=6,
+           gamma=5.0)  # fmt: skip
+    _check(specux.chroma, x, sr=1000, hop_length=32, source="cqt", tuning=0.0, n_chroma=12,
+           fmin=60.0, n_octaves=2)  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+def test_fftconvolve_broadcasts(mode):
+    x = _signal((3, 1, 40))
+    k = _signal((2, 9), seed=3)
+    _check(specux.fftconvolve, x, k, mode=mode)
+    z = x + 1j * _signal((3, 1, 40), seed=4)
+    _check(specux.fftconvolve, z, k, mode=mode)
+
+
+def test_explicit_cpu_backend_is_strict():
+    device = emulate.HostDevice()
+    with pytest.raises(specux.BackendUnavailableError, match="cpu"):
+        specux.fft(device.upload(_signal(8)), backend="cpu")
