@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specux.compat.arrays import CUPY, NUMPY, TORCH, device_type_of, library_of
-from specux.compat.torch_compat import compiling, torch_module
+from specux.compat.torch_compat import compiling
 from specux.errors import BackendUnavailableError
 from specux.meta.params import backend_name
 
@@ -100,14 +100,6 @@ def route(x: Any, backend: Any = "auto", name: str = "x", family: str | None = N
     else:
         chosen = backend
     reason = backend_unavailable_reason(chosen, family)
-    if chosen == "cuda" and library in (NUMPY, CUPY) and reason is None:
-        torch = torch_module()
-        if torch is None:
-            # specux.transport runs these through the torch ops; the torch-free route
-            # (the runtime's own allocations and copies) is not built yet.
-            reason = f"{library} arrays on CUDA need torch installed in this version"
-        elif not torch.cuda.is_available():
-            reason = f"torch {torch.__version__} sees no CUDA device"
     if reason is not None:
         raise BackendUnavailableError(f"backend={chosen!r} is unavailable for {what}: {reason}")
     return Route(library, device_type, chosen)

@@ -1,21 +1,23 @@
-"""numpy and cupy arrays on CUDA, through the torch ops (seed-backends' routes, with torch).
+"""numpy and cupy arrays on CUDA (seed-backends' routes), with torch and without it.
 
-The public functions are written against numpy arrays (the CPU engine) and torch tensors
-(the torch ops, whose CUDA kernels are specux's own). :func:`across_libraries` wraps each
-one so that
+The public functions are written against numpy arrays (the CPU engine), torch tensors (the
+torch ops, whose CUDA kernels are specux's own) and DeviceArrays (the torch-free engine,
+:mod:`specux.kernels.native`). :func:`across_libraries` wraps each one so that
 
-- a cupy array runs on CUDA, zero-copy: it enters torch by DLPack and the result leaves the
-  same way, with torch's current stream set to cupy's current stream for the call (so the
-  kernels are ordered after whatever cupy queued there, and cupy's later work after them);
-- a numpy array runs on CUDA when the machine has a CUDA device and torch (``backend="auto"``
-  or ``"cuda"``): staged through pinned host memory on torch's allocator and current stream,
-  the result copied back the same way and returned as numpy;
+- a cupy array runs on CUDA, zero-copy, on cupy's current stream: with torch (built with
+  CUDA) it enters torch by DLPack and the result leaves the same way, torch's current stream
+  set to cupy's for the call; without it, the array's pointer and strides go straight to the
+  kernels (buffers from cupy's pool) and the results are cupy arrays;
+- a numpy array runs on CUDA when the machine has a CUDA device (``backend="auto"`` or
+  ``"cuda"``): with torch, staged through pinned host memory on torch's allocator and current
+  stream; without it, uploaded and read back by the runtime itself on specux's own stream
+  (``cuMemAllocAsync`` buffers, async copies); the result is numpy;
 - everything else (torch tensors, numpy without a GPU) calls the function unchanged.
 
+Both routes run the same kernels in the same order, so they give the same bits (cqt / vqt
+excepted: torch's route multiplies by cuBLAS, the torch-free one correlates in a kernel).
 Results follow API.md's dtype rules for the input's library (complex64 where torch would
-give complex32). cupy inputs are forward-only (cupy has no autograd). Without torch, cupy
-arrays raise BackendUnavailableError and numpy arrays stay on the CPU: the torch-free
-CUDA route is not built yet.
+give complex32). cupy inputs are forward-only (cupy has no autograd).
 """
 
 from __future__ import annotations
@@ -42,10 +44,13 @@ def numpy_runs_on_cuda(backend: str) -> bool:
         return False
     if routing.cuda_driver_reason() is not None:
         return False  # no driver: auto means the CPU (and "cuda" raises in routing)
-    torch = torch_module()
-    if torch is None or not torch.cuda.is_available():
-        return False
     return routing.backend_unavailable_reason("cuda") is None
+
+
+def _torch_on_cuda() -> bool:
+    """Whether the torch route is available (torch installed, built with CUDA, a device)."""
+    torch = torch_module()
+    return torch is not None and torch.cuda.is_available()
 
 
 def across_libraries(fn=None, *, host_only=None):
@@ -76,11 +81,15 @@ def across_libraries(fn=None, *, host_only=None):
             if name == "auto" and host_only is not None and host_only(kwargs):
                 return fn(*args, **kwargs)
             bound = signature.bind(*args, **kwargs)
-            return _through_torch(fn, bound, library, _numpy_to_cuda, _cuda_to_numpy)
-        # cupy: strict backend checks (and the reason when torch is missing) come first
+            if _torch_on_cuda():
+                return _through_torch(fn, bound, library, _numpy_to_cuda, _cuda_to_numpy)
+            return _through_native(fn, bound, library)
+        # cupy: strict backend checks (and why CUDA cannot run) come first
         routing.route(first, backend, first_name)
         bound = signature.bind(*args, **kwargs)
-        return _through_torch(fn, bound, library, _cupy_to_torch, _torch_to_cupy)
+        if _torch_on_cuda():
+            return _through_torch(fn, bound, library, _cupy_to_torch, _torch_to_cupy)
+        return _through_native(fn, bound, library)
 
     return wrapper
 
@@ -101,6 +110,36 @@ def _through_torch(fn, bound, library: str, enter, leave) -> Any:
                 bound.arguments[name] = enter(value, device)
         out = fn(*bound.args, **bound.kwargs)
         return leave(out)
+
+
+def _through_native(fn, bound, library: str) -> Any:
+    """The torch-free route: DeviceArrays on the kernel runtime (module doc)."""
+    import contextlib
+
+    from specux.kernels import native
+    from specux.kernels.cuda import device as cuda_device
+
+    first = next(iter(bound.arguments.values()))
+    if library == CUPY:
+        import cupy
+
+        device = cuda_device.for_cupy(first)
+        scope = cupy.cuda.Device(first.device.id)
+        enter, leave = device.wrap_cupy, device.to_cupy
+    else:
+        device = cuda_device.for_numpy(0)  # numpy has no device: the first visible one
+        scope = contextlib.nullcontext()
+        enter = device.upload
+
+        def leave(out):
+            return device.download(native.dense(out))
+
+    with scope, device.session():
+        for name in _ARRAY_PARAMETERS:
+            value = bound.arguments.get(name)
+            if value is not None and _same_library(value, library):
+                bound.arguments[name] = enter(value)
+        return leave(fn(*bound.args, **bound.kwargs))
 
 
 def _same_library(value: Any, library: str) -> bool:

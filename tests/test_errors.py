@@ -584,7 +584,9 @@ def test_numpy_chroma_tuning_estimate_stays_on_the_host(monkeypatch):
 
     monkeypatch.setattr(transport, "numpy_runs_on_cuda", lambda backend: True)
     staged = []
+    # either route (through torch, or torch-free) would stage it
     monkeypatch.setattr(transport, "_through_torch", lambda *a: staged.append(a) or "staged")
+    monkeypatch.setattr(transport, "_through_native", lambda *a: staged.append(a) or "staged")
     x = np.random.default_rng(0).standard_normal(8000).astype(np.float32)
     estimated = specux.chroma(x, sr=16000, tuning=None)
     assert isinstance(estimated, np.ndarray) and not staged

@@ -4,6 +4,11 @@ for compute-sanitizer:
 
     compute-sanitizer --tool memcheck python3 tools/sanitize_transforms.py
     compute-sanitizer --tool racecheck python3 tools/sanitize_transforms.py
+
+The torch-free route's kernels (conversions, elementwise maps, the constant-Q correlation)
+have their own workload, tests/native_route_worker.py, which blocks torch:
+
+    compute-sanitizer --tool memcheck python3 tests/native_route_worker.py /tmp/n.npz --quick
 """
 
 import torch
