@@ -488,21 +488,17 @@ def bank_spectrogram(x: DeviceArray, window, p: StftParams, power: float, bank_s
     out = device.empty((*x.shape[:-1], count, n_out), x.dtype)
     if out.size == 0:
         return out.swapaxes(-1, -2)
+    common = dict(n_out=n_out, power=power, db_factor=db_factor, eps=eps, storage=storage,
+                  precision=precision)  # fmt: skip
     if transform_exec.stft_fusable(p.n_fft, precision, True):
         w = full_window(p, window, precision, device)
-        reduce = transform_exec.BankReduce(n_out, power, db_factor)
-        transform_exec.stft(device, x, out, w, signals=rows, sig_len=length, n_fft=p.n_fft,
-                            hop=p.hop_length, pad=p.pad, mode=p.pad_mode, onesided=True,
-                            value="power", eps=eps, scale=1.0, precision=precision,
-                            src_storage=storage, dst_storage=storage, bank=reduce, bands=bands,
-                            weights=weights)  # fmt: skip
+        transform_exec.filterbank_stft(device, x, out, w, bands, weights, p=p, signals=rows,
+                                       sig_len=length, **common)  # fmt: skip
         return out.swapaxes(-1, -2)
-    value = "power" if power == 2.0 else "magnitude"
-    spectrum = stft_frames(x, window, p, value, eps, storage=precision)
-    exponent = 1.0 if power in (1.0, 2.0) else power
-    transform_exec.bank(device, spectrum, out, bands, weights, rows=out.size // n_out,
-                        n_in=p.n_freq, n_out=n_out, exponent=exponent, db_factor=db_factor,
-                        eps=eps, storage=storage, precision=precision)  # fmt: skip
+    spectrum = stft_frames(x, window, p, transform_exec.spectrum_value(power), eps,
+                           storage=precision)  # fmt: skip
+    transform_exec.filterbank_of_spectrum(device, spectrum, out, bands, weights,
+                                          rows=out.size // n_out, n_in=p.n_freq, **common)
     return out.swapaxes(-1, -2)
 
 

@@ -21,6 +21,7 @@ from specux.meta import filters, matrices
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_n_frames
 from specux.meta.matrices import MatrixSpec
+from specux.meta.params import StftParams
 
 THREADS = 256  # per block, for the one-thread-per-output gather kernels
 
@@ -144,6 +145,33 @@ def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, h
             weights=weights)  # fmt: skip
 
 
+def filterbank_stft(backend, src, dst, window, bands, weights, *, p: StftParams, signals: int,
+                    sig_len: int, n_out: int, power: float, db_factor: float | None, eps: float,
+                    storage: str, precision: str) -> None:  # fmt: skip
+    """``bank @ |stft| ** power`` (dB with ``db_factor``) as one kernel: the stft's bins stay
+    in shared memory and the bank reduces them there (``stft_fusable(p.n_fft, precision,
+    True)`` must hold); ``dst`` frame-major ``(signals, n_frames, n_out)``."""
+    stft(backend, src, dst, window, signals=signals, sig_len=sig_len, n_fft=p.n_fft,
+         hop=p.hop_length, pad=p.pad, mode=p.pad_mode, onesided=True, value="power", eps=eps,
+         scale=1.0, precision=precision, src_storage=storage, dst_storage=storage,
+         bank=BankReduce(n_out, power, db_factor), bands=bands, weights=weights)  # fmt: skip
+
+
+def spectrum_value(power: float) -> str:
+    """The stft value :func:`filterbank_of_spectrum` reads for a filterbank of ``|X| ** power``
+    (beyond a block, where the spectrum is in memory)."""
+    return "power" if power == 2.0 else "magnitude"
+
+
+def filterbank_of_spectrum(backend, spectrum, dst, bands, weights, *, rows: int, n_in: int,
+                           n_out: int, power: float, db_factor: float | None, eps: float,
+                           storage: str, precision: str) -> None:  # fmt: skip
+    """The filterbank of a spectrum of :func:`spectrum_value` (compute precision) in memory."""
+    bank(backend, spectrum, dst, bands, weights, rows=rows, n_in=n_in, n_out=n_out,
+         exponent=1.0 if power in (1.0, 2.0) else power, db_factor=db_factor, eps=eps,
+         storage=storage, precision=precision)  # fmt: skip
+
+
 def elementwise(backend, kind: str, option: str, src, dst, *, rows: int, size: int,
                 storage: str, precision: str, table=None, table_b=None, count: int = 0,
                 eps: float = 0.0, factor: float = 0.0, exponent: float = 0.0,
@@ -185,6 +213,7 @@ def cqt_plan(spec: ConstantQSpec, precision: str, length: int, count: int):
     return plan, n_frames, plan.pad(length, n_frames)
 
 
-__all__ = ["BankReduce", "bank", "cqt_plan", "elementwise", "fold_table", "frame",
+__all__ = ["BankReduce", "bank", "cqt_plan", "elementwise", "filterbank_of_spectrum",
+           "filterbank_stft", "spectrum_value", "fold_table", "frame",
            "istft_overlap_add", "overlap_add", "pad_sources", "sparse_bank", "sparse_bands", "stft",
            "stft_fusable"]  # fmt: skip

@@ -232,23 +232,18 @@ def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: st
     out = torch.empty((*x.shape[:-1], count, n_out), dtype=x.dtype, device=x.device)
     if out.numel() == 0:
         return out.transpose(-1, -2)
+    common = dict(n_out=n_out, power=power, db_factor=db_factor, eps=eps, storage=storage,
+                  precision=precision)  # fmt: skip
     if transform_exec.stft_fusable(p.n_fft, precision, True):
-        # One kernel: the stft's bins go to shared memory and the bank reduces them there.
         w = full_window(p, window, precision, backend)
-        reduce = transform_exec.BankReduce(n_out, power, db_factor)
-        transform_exec.stft(backend, x, out, w, signals=rows, sig_len=length, n_fft=p.n_fft,
-                            hop=p.hop_length, pad=p.pad, mode=p.pad_mode, onesided=True,
-                            value="power", eps=eps, scale=1.0, precision=precision,
-                            src_storage=storage, dst_storage=storage, bank=reduce, bands=bands,
-                            weights=weights)  # fmt: skip
+        transform_exec.filterbank_stft(backend, x, out, w, bands, weights, p=p, signals=rows,
+                                       sig_len=length, **common)  # fmt: skip
         return out.transpose(-1, -2)
     # Beyond a block: the spectrum (compute precision) in memory, then the bank kernel.
-    value = "power" if power == 2.0 else "magnitude"
-    spectrum = _stft_into(x, window, p, value, eps, storage=precision)
-    exponent = 1.0 if power in (1.0, 2.0) else power
-    transform_exec.bank(backend, spectrum, out, bands, weights, rows=out.numel() // n_out,
-                        n_in=n_in, n_out=n_out, exponent=exponent, db_factor=db_factor,
-                        eps=eps, storage=storage, precision=precision)  # fmt: skip
+    spectrum = _stft_into(x, window, p, transform_exec.spectrum_value(power), eps,
+                          storage=precision)  # fmt: skip
+    transform_exec.filterbank_of_spectrum(backend, spectrum, out, bands, weights,
+                                          rows=out.numel() // n_out, n_in=n_in, **common)
     return out.transpose(-1, -2)
 
 
