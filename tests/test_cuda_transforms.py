@@ -831,6 +831,27 @@ def test_results_follow_the_current_stream():
     assert_matches_cpu(y, want_y, what="stft -> istft")
 
 
+def test_backward_reuses_the_device_window():
+    """A named window reaches the device once per (window, sizes, dtype, device) in eager
+    code: an upload from pageable memory waits for the device's queue, which stalled every
+    backward. Inference mode does not cache (an inference tensor would poison autograd)."""
+    from specux.ops import stft as ops_stft
+
+    p = ops_stft.params_of(1024, 256, 1024, "hann", True, "constant", False, True)
+    device = torch.device("cuda", torch.cuda.current_device())  # as tensors report it
+    ops_stft._DEVICE_WINDOWS.clear()
+    with torch.inference_mode():
+        ops_stft.full_window_tensor(p, None, F32, device)
+    assert not ops_stft._DEVICE_WINDOWS
+    first = ops_stft.full_window_tensor(p, None, F32, device)
+    assert ops_stft.full_window_tensor(p, None, F32, device) is first
+    x = _signal((2, 8000), seed=3, dtype=F32).to(device).requires_grad_()
+    specux.melspectrogram(x, **PERF, n_mels=40).sum().backward()
+    assert len(ops_stft._DEVICE_WINDOWS) == 1  # the backward used the cached one
+    cpu = torch.from_numpy(np.asarray(ops_stft.cpu_stft.full_window(p, None, np.float32)))
+    assert torch.equal(first.cpu(), cpu)
+
+
 # --------------------------------------------------------------------------------------------
 # torch.compile(fullgraph=True) on CUDA
 

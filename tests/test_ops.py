@@ -231,3 +231,24 @@ def test_import_registers_ops():
     for name in ("c2c", "r2c", "c2r", "frame", "overlap_add", "stft", "istft"):
         assert hasattr(torch.ops.specux, name)
     assert specux.stft is not None
+
+
+def test_backward_constants_are_cached_only_in_plain_eager_code():
+    """The half-spectrum weights of the r2c / c2r adjoints are built once per size, dtype and
+    device in eager code (they cost launches on every backward), never inside inference mode
+    (an inference tensor would poison later autograd) or traced code."""
+    from specux.ops import fft as ops_fft
+
+    ops_fft._WEIGHTS.clear()
+    grad = torch.zeros(3, 9, dtype=torch.complex64)
+    with torch.inference_mode():
+        ops_fft._hermitian_weights(grad, -1, 16, 0.5)
+    assert not ops_fft._WEIGHTS
+    first = ops_fft._hermitian_weights(grad, -1, 16, 0.5)
+    again = ops_fft._hermitian_weights(grad, -1, 16, 0.5)
+    assert first.data_ptr() == again.data_ptr() and len(ops_fft._WEIGHTS) == 1
+    expected = torch.full((9,), 0.5)
+    expected[0] = expected[8] = 1.0  # DC and Nyquist of 16 points
+    assert torch.equal(first.reshape(-1), expected)
+    odd = ops_fft._hermitian_weights(grad, -1, 17, 2.0).reshape(-1)  # no Nyquist bin
+    assert odd[0] == 1.0 and torch.all(odd[1:] == 2.0)

@@ -52,6 +52,22 @@ def _mode_probes() -> tuple | None:
     return None if any(p is None for p in probes) else probes
 
 
+@functools.cache
+def _raw_stream_getter():
+    torch = torch_module()
+    # CUDA builds expose the current stream's raw handle directly (what inductor's generated
+    # code calls); torch.cuda.current_stream builds a Stream object on every call.
+    fast = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if fast is not None:
+        return fast
+    return lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
+def current_raw_stream(index: int) -> int:
+    """The raw handle (an int) of torch's current CUDA stream on device ``index``."""
+    return int(_raw_stream_getter()(index))
+
+
 def compiling() -> bool:
     """True while torch.compile traces the caller (False without torch)."""
     torch = sys.modules.get("torch")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from specux.compat.torch_compat import plain_eager
 from specux.kernels.cpu import fft as cpu_fft
 from specux.meta import shapes
 from specux.meta.params import dual_norm
@@ -150,12 +151,25 @@ def c2r(x: torch.Tensor, dim, last_size: int, norm: str) -> torch.Tensor:
 # adjoints shared with the stft / istft backward
 
 
+# Eager calls reuse the weights per (size, dtype, device): built on the device they cost
+# several small launches and host work on every backward.
+_WEIGHTS: dict[tuple, torch.Tensor] = {}
+
+
 def _hermitian_weights(grad: torch.Tensor, axis: int, last_size: int, middle: float):
     """Weights along ``axis`` of a half spectrum: 1 at DC and (even sizes) Nyquist, else middle."""
     bins = grad.shape[axis]
-    k = torch.arange(bins, device=grad.device)
-    edge = (k == 0) | ((k == last_size // 2) & (last_size % 2 == 0))
-    weights = torch.where(edge, 1.0, middle).to(REAL_OF.get(grad.dtype, grad.dtype))
+    dtype = REAL_OF.get(grad.dtype, grad.dtype)
+    # Traced code builds them in the graph; inference mode would cache an inference tensor.
+    eager = plain_eager() and not torch.is_inference_mode_enabled()
+    key = (bins, last_size, middle, dtype, grad.device)
+    weights = _WEIGHTS.get(key) if eager else None
+    if weights is None:
+        k = torch.arange(bins, device=grad.device)
+        edge = (k == 0) | ((k == last_size // 2) & (last_size % 2 == 0))
+        weights = torch.where(edge, 1.0, middle).to(dtype)
+        if eager:
+            weights = _WEIGHTS.setdefault(key, weights)
     return weights.reshape((bins,) + (1,) * (grad.dim() - 1 - axis % grad.dim()))
 
 

@@ -16,6 +16,7 @@ import math
 import numpy as np
 import torch
 
+from specux.compat.torch_compat import plain_eager
 from specux.kernels.cpu import stft as cpu_stft
 from specux.meta import shapes
 from specux.meta.params import StftParams, WindowSpec, dual_norm
@@ -46,13 +47,26 @@ def params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, norm
     )
 
 
+# Named windows on a device, per (window, sizes, dtype, device), for eager calls: an upload
+# from pageable memory waits for the device's queue, which stalled every backward.
+_DEVICE_WINDOWS: dict[tuple, torch.Tensor] = {}
+
+
 def full_window_tensor(p: StftParams, window, dtype, device) -> torch.Tensor:
     """The n_fft-sample window as a tensor (differentiable when ``window`` is a tensor)."""
     if window is not None:
         left = centered_offset(p.win_length, p.n_fft)
         return torch.nn.functional.pad(window, (left, p.n_fft - p.win_length - left))
     named = cpu_stft.full_window(p, None, numpy_dtype(dtype))
-    return torch.from_numpy(np.array(named)).to(device)
+    device = torch.device(device)
+    # Traced code builds it in the graph; inference mode would cache an inference tensor.
+    if device.type == "cpu" or not plain_eager() or torch.is_inference_mode_enabled():
+        return torch.from_numpy(np.array(named)).to(device)
+    key = (p.window, p.win_length, p.n_fft, dtype, device)
+    cached = _DEVICE_WINDOWS.get(key)
+    if cached is None:
+        cached = _DEVICE_WINDOWS.setdefault(key, torch.from_numpy(np.array(named)).to(device))
+    return cached
 
 
 def _window_grad(p: StftParams, full_grad: torch.Tensor) -> torch.Tensor:

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import torch
 
-from specux.compat.torch_compat import dtype_name
+from specux.compat.torch_compat import current_raw_stream, dtype_name
 from specux.kernels.cuda.launch import kernel, launch
 from specux.kernels.fft_exec import Strides, transform_1d
 from specux.kernels.native import axis_scale
@@ -39,7 +39,7 @@ class TorchCudaBackend:
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.index = device.index if device.index is not None else torch.cuda.current_device()
-        self.stream = torch.cuda.current_stream(device).cuda_stream
+        self.stream = current_raw_stream(self.index)
 
     def scratch(self, count: int, precision: str) -> torch.Tensor:
         return torch.empty(count, dtype=_SCRATCH[precision], device=self.device)
