@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,22 +29,26 @@ class MatrixSpec:
 
     kind: str
     params: tuple[tuple[str, Any], ...]
+    # as_key's string, built once (every op call passes it); not part of equality or hash
+    key: str = field(default="", init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Plain string building (not json.dumps) so torch.compile can fold it as a constant;
+        # the result is valid JSON, read back by from_key.
+        items = sorted((("kind", self.kind),) + self.params)
+        key = "{" + ", ".join(f'"{name}": {_json_value(v)}' for name, v in items) + "}"
+        object.__setattr__(self, "key", key)
 
     @staticmethod
     def of(kind: str, **params: Any) -> MatrixSpec:
         return MatrixSpec(kind, tuple(sorted(params.items())))
 
     def as_key(self) -> str:
-        # Plain string building (not json.dumps) so torch.compile can fold it as a constant;
-        # the result is valid JSON, read back by from_key.
-        items = sorted((("kind", self.kind),) + self.params)
-        return "{" + ", ".join(f'"{name}": {_json_value(v)}' for name, v in items) + "}"
+        return self.key
 
     @staticmethod
     def from_key(key: str) -> MatrixSpec:
-        fields = json.loads(key)
-        kind = fields.pop("kind")
-        return MatrixSpec.of(kind, **fields)
+        return _from_key(key)
 
     def get(self, name: str) -> Any:
         return dict(self.params)[name]
@@ -56,6 +60,13 @@ class MatrixSpec:
         if not params["transpose"]:
             del params["transpose"]
         return MatrixSpec.of(self.kind, **params)
+
+
+@functools.lru_cache(maxsize=256)
+def _from_key(key: str) -> MatrixSpec:
+    fields = json.loads(key)  # the kernels parse the spec of every call: once per key
+    kind = fields.pop("kind")
+    return MatrixSpec.of(kind, **fields)
 
 
 def _dct_lifted(n_out: int, n_in: int, dct_type: int, norm: str | None, lifter: float):
