@@ -11,7 +11,7 @@ torch ops, whose CUDA kernels are specux's own) and DeviceArrays (the torch-free
 - a numpy array runs on CUDA when the machine has a CUDA device (``backend="auto"`` or
   ``"cuda"``): with torch, staged through pinned host memory on torch's allocator and current
   stream; without it, uploaded and read back by the runtime itself on specux's own stream
-  (``cuMemAllocAsync`` buffers, async copies); the result is numpy;
+  (buffers from its own stream-ordered memory pool, async copies); the result is numpy;
 - everything else (torch tensors, numpy without a GPU) calls the function unchanged.
 
 Both routes run the same kernels in the same order, so they give the same bits (cqt / vqt

@@ -5,9 +5,10 @@ through the driver API (cuda-python), on one stream.
   device; every buffer comes from cupy's memory pool (stream-ordered on that stream), so the
   results are cupy arrays that own their memory.
 - numpy arrays (:func:`for_numpy`): the call runs on specux's own non-blocking stream of the
-  current device; buffers come from the driver's stream-ordered allocator
-  (``cuMemAllocAsync``) and are freed when the call ends (``cuMemFreeAsync``), inputs and
-  results move by ``cuMemcpyHtoDAsync`` / ``cuMemcpyDtoHAsync``.
+  current device; buffers come from specux's stream-ordered memory pool of the device
+  (``cuMemAllocFromPoolAsync``; the pool keeps freed memory for the next call) and are freed
+  when the call ends (``cuMemFreeAsync``), inputs and results move by ``cuMemcpyHtoDAsync`` /
+  ``cuMemcpyDtoHAsync``.
 
 Constants (windows, filterbanks, index tables, twiddles) are uploaded once per device into
 memory that lives as long as the process, shared by both routes.
@@ -29,7 +30,7 @@ from specux.kernels.native import Device, DeviceArray, itemsize
 
 _lock = threading.Lock()
 _constants: dict[int, dict] = {}  # device index -> Device.constants
-_streams: dict[int, int] = {}  # device index -> specux's own stream (numpy route)
+_streams: dict[int, tuple[int, object]] = {}  # device index -> (stream, memory pool): numpy route
 
 
 class _Pointer:
@@ -49,10 +50,11 @@ class CudaDevice(Device):
 
     kind = "cuda"
 
-    def __init__(self, index: int, stream: int, library: str) -> None:
+    def __init__(self, index: int, stream: int, library: str, pool: object = None) -> None:
         self.index = int(index)
         self.stream = int(stream)
         self.library = library  # "cupy": cupy's pool; "numpy": the call's own allocations
+        self.pool = pool  # numpy route: specux's memory pool of the device
         with _lock:
             self.constants = _constants.setdefault(self.index, {})
         self._owned: list[int] = []
@@ -83,8 +85,8 @@ class CudaDevice(Device):
 
             memory = cupy.empty(nbytes, dtype=cupy.uint8)  # on cupy's current stream
             return _Pointer(memory.data.ptr, memory, fresh=True)
-        ptr = int(_cuda.check(self._driver.cuMemAllocAsync(nbytes, self.stream),
-                              "cuMemAllocAsync"))  # fmt: skip
+        ptr = int(_cuda.check(self._driver.cuMemAllocFromPoolAsync(nbytes, self.pool, self.stream),
+                              "cuMemAllocFromPoolAsync"))  # fmt: skip
         self._owned.append(ptr)
         return _Pointer(ptr)
 
@@ -153,19 +155,36 @@ def for_cupy(a: Any) -> CudaDevice:
 
 
 def for_numpy(index: int) -> CudaDevice:
-    """Device ``index`` on specux's own stream (created once, non-blocking)."""
-    stream = _streams.get(index)
-    if stream is None:
+    """Device ``index`` on specux's own stream and memory pool (created once per device)."""
+    made = _streams.get(index)
+    if made is None:
         with _lock:
-            stream = _streams.get(index)
-            if stream is None:
-                driver = _cuda.driver()
-                ctx = runtime._primary_context(index)
-                with runtime._current(ctx, int(ctx)):
-                    flags = driver.CUstream_flags.CU_STREAM_NON_BLOCKING
-                    stream = int(_cuda.check(driver.cuStreamCreate(flags), "cuStreamCreate"))
-                _streams[index] = stream
-    return CudaDevice(index, stream, "numpy")
+            made = _streams.get(index)
+            if made is None:
+                made = _streams[index] = _stream_and_pool(index)
+    return CudaDevice(index, made[0], "numpy", made[1])
+
+
+def _stream_and_pool(index: int) -> tuple[int, object]:
+    """A non-blocking stream and a stream-ordered memory pool that keeps what the calls free
+    (the driver's default pool returns it to the OS at every synchronization, so each call
+    would map its buffers again)."""
+    driver = _cuda.driver()
+    ctx = runtime._primary_context(index)
+    with runtime._current(ctx, int(ctx)):
+        flags = driver.CUstream_flags.CU_STREAM_NON_BLOCKING
+        stream = int(_cuda.check(driver.cuStreamCreate(flags), "cuStreamCreate"))
+        props = driver.CUmemPoolProps()
+        props.allocType = driver.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        props.handleTypes = driver.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE
+        props.location.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        props.location.id = index
+        pool = _cuda.check(driver.cuMemPoolCreate(props), "cuMemPoolCreate")
+        keep_all = driver.cuuint64_t(2**64 - 1)
+        attribute = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+        _cuda.check(driver.cuMemPoolSetAttribute(pool, attribute, keep_all),
+                    "cuMemPoolSetAttribute")  # fmt: skip
+    return stream, pool
 
 
 __all__ = ["CudaDevice", "for_cupy", "for_numpy"]
