@@ -216,3 +216,23 @@ def test_explicit_cpu_backend_is_strict():
     device = emulate.HostDevice()
     with pytest.raises(specux.BackendUnavailableError, match="cpu"):
         specux.fft(device.upload(_signal(8)), backend="cpu")
+
+
+@pytest.mark.parametrize("shape", [(0, 100), (2, 0, 100)])
+def test_empty_batches(shape):
+    x = np.zeros(shape)
+    for fn, kwargs in ((specux.stft, dict(n_fft=16)), (specux.rfft, {}),
+                       (specux.mfcc, dict(sr=1000, n_fft=16, n_mels=6, n_mfcc=3))):  # fmt: skip
+        got, dtype = _on_device(fn, x, **kwargs)
+        ref = fn(x, **kwargs)
+        assert got.shape == ref.shape and dtype == ref.dtype.name
+
+
+def test_istft_of_the_device_stft_view():
+    """The stft's result is a transposed view of frame-major memory; istft reads it as is."""
+    x = _signal((2, 80))
+    device = emulate.HostDevice()
+    S = specux.stft(device.upload(x), n_fft=16, hop_length=4)
+    assert not S.is_contiguous
+    y = device.download(native.dense(specux.istft(S, n_fft=16, hop_length=4, length=80)))
+    assert rel_peak(y, x) <= PEAK["float64"]
