@@ -31,11 +31,8 @@ DEVICE = torch.device("cuda")
 
 F64_REL = 1e-10  # issue 5 acceptance: float64 to 1e-10 relative
 F32_REL = TOLERANCES["float32_peak"]  # issue 5 acceptance: float32 to 1e-5 of the output's peak
-# float16 storage rounds the input and the output to 11 significant bits (2**-11 ~ 4.9e-4
-# relative each); the float32 call on the unrounded input is the reference.
-F16_REL = 2e-3
-# bfloat16 storage keeps 8 significant bits (2**-8 ~ 3.9e-3 relative for input and output).
-BF16_REL = 2e-2
+F16_REL = TOLERANCES["float16_storage"]
+BF16_REL = TOLERANCES["bfloat16_storage"]
 
 F64, F32 = torch.float64, torch.float32
 DTYPES = [pytest.param(F64, id="f64"), pytest.param(F32, id="f32")]
@@ -777,6 +774,16 @@ def test_half_storage_inputs(half):
     assert M.dtype == half
     err = rel_peak(_host(M), _host(specux.melspectrogram(x32, **PERF, n_mels=80)))
     assert err <= tol, ("melspectrogram", err)
+    # n_fft beyond a block (frame + FFT + the output-mapping kernel) and fftconvolve's
+    # spectral product (complex32 for float16) keep the storage too
+    big = specux.stft(xh, 32768, 8192, output="power")
+    assert big.dtype == half
+    err = rel_peak(_host(big), _host(specux.stft(x32, 32768, 8192, output="power")))
+    assert err <= tol, ("stft beyond a block", err)
+    conv = specux.fftconvolve(xh, xh[:, :257])
+    assert conv.dtype == half
+    err = rel_peak(_host(conv), _host(specux.fftconvolve(x32, x32[:, :257])))
+    assert err <= tol, ("fftconvolve", err)
 
 
 def test_autocast_computes_in_float32():

@@ -122,12 +122,29 @@ def test_stft_beyond_a_block(monkeypatch):
     _check(specux.melspectrogram, x, sr=1000, n_fft=16, hop_length=5, n_mels=4)
 
 
+def test_float16_storage_beyond_a_block_and_in_fftconvolve(monkeypatch):
+    """Half storage through the output mapping of the unfused stft and through fftconvolve's
+    complex32 product (the kernels must read and write half, computing in float32)."""
+    monkeypatch.setattr(native.transform_exec, "stft_fusable", lambda *a: False)
+    x = _signal((2, 64), "float16")
+    wide = x.astype(np.float32)
+    for output in ("power", "complex"):
+        got, dtype = _on_device(specux.stft, x, n_fft=16, hop_length=4, output=output)
+        assert dtype == ("float16" if output == "power" else "complex64")
+        ref = specux.stft(wide, n_fft=16, hop_length=4, output=output)
+        assert rel_peak(got, ref) <= TOLERANCES["float16_storage"]
+    got, dtype = _on_device(specux.fftconvolve, x, x[:, :9].copy())
+    assert dtype == "float16"
+    ref = specux.fftconvolve(wide, wide[:, :9])
+    assert rel_peak(got, ref) <= TOLERANCES["float16_storage"]
+
+
 def test_float16_input_gives_complex64():
     x = _signal((2, 64), "float16")
     got, dtype = _on_device(specux.stft, x, n_fft=16, hop_length=4)
     assert dtype == "complex64"
     ref = specux.stft(x, n_fft=16, hop_length=4)
-    assert rel_peak(got, ref) <= 1e-3  # float16 storage of the input, float32 arithmetic
+    assert rel_peak(got, ref) <= TOLERANCES["float16_storage"]
 
 
 @pytest.mark.parametrize("length", [None, 70])

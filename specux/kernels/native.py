@@ -259,6 +259,8 @@ def apply_value(spectrum: DeviceArray, value: str, eps: float, out: DeviceArray 
                 out_dtype: str | None = None) -> DeviceArray:  # fmt: skip
     """complex -> magnitude / power / dB (10 log10 max(power, eps)), or a cast of the complex."""
     spectrum = dense(spectrum)
+    if out is not None:
+        out_dtype = out.dtype
     if value == "complex":
         return convert(spectrum, out_dtype or spectrum.dtype, out=out)
     real = out_dtype or dtypes.real_of(spectrum.dtype)

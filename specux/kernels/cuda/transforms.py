@@ -397,10 +397,10 @@ def fftconvolve(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def _product(fx: torch.Tensor, fy: torch.Tensor) -> torch.Tensor:
     """``fx * fy`` (leading axes broadcast) by the cmul kernel the torch-free route uses."""
     fx, fy = (t.contiguous() for t in torch.broadcast_tensors(fx, fy))
-    out = torch.empty_like(fx)
-    precision = _STORAGE[fx.dtype][1]
+    out = cuda_fft._empty(fx.shape, fx.dtype, fx.device)
+    storage, precision = _STORAGE[fx.dtype]  # complex32 (float16 inputs): half storage
     transform_exec.elementwise(TorchCudaBackend(fx.device), "cmul", "", fx, out, rows=1,
-                               size=fx.numel(), storage=precision, precision=precision,
+                               size=fx.numel(), storage=storage, precision=precision,
                                table=fy)  # fmt: skip
     return out
 
