@@ -32,6 +32,7 @@ import numpy as np
 from specux import routing
 from specux.compat.arrays import CUPY, NUMPY, library_of
 from specux.compat.torch_compat import torch_module
+from specux.errors import BackendUnavailableError
 from specux.meta.params import backend_name
 
 # Parameters that may hold arrays of the input's library (converted with it).
@@ -125,7 +126,15 @@ def _through_native(fn, bound, library: str) -> Any:
 
         device = cuda_device.for_cupy(first)
         scope = cupy.cuda.Device(first.device.id)
-        enter, leave = device.wrap_cupy, device.to_cupy
+        leave = device.to_cupy
+
+        def enter(value):
+            if value.device.id != first.device.id:
+                raise BackendUnavailableError(
+                    f"the arrays are on cuda:{first.device.id} and cuda:{value.device.id}: "
+                    "specux never copies between devices silently"
+                )
+            return device.wrap_cupy(value)
     else:
         device = cuda_device.for_numpy(0)  # numpy has no device: the first visible one
         scope = contextlib.nullcontext()

@@ -102,6 +102,14 @@ for name, fn in calls.items():
     stream.synchronize()
     assert np.array_equal(cupy.asnumpy(out), on0), name
     results[name] = on0
+with cupy.cuda.Device(0):
+    k0 = cupy.asarray(x[:, :300])
+try:
+    specux.fftconvolve(x1, k0)
+except specux.BackendUnavailableError:
+    pass
+else:
+    raise SystemExit("arrays on two devices did not raise")
 np.savez(sys.argv[1], **results)
 print("ok")
 """
