@@ -632,3 +632,37 @@ def test_dynamic_shared_memory_above_48k(gpu):
     kernel.launch((blocks,), (256,), nbytes, stream, args)
     expected = x.view(blocks, floats).flip(1).reshape(-1)
     torch.testing.assert_close(y, expected, rtol=0, atol=0)
+
+
+def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
+    """Concurrent first calls retain a device's primary context and load a module once (the
+    double-checked `once` the runtime and the torch-free device share), with a fake driver."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from specux.kernels.cuda import runtime
+
+    retained = []
+    gate = threading.Barrier(8)
+
+    class Driver:
+        def cuDevicePrimaryCtxRetain(self, device):  # noqa: N802 - the driver API's name
+            retained.append(device)
+            return (0, 1000 + device)
+
+    monkeypatch.setattr(runtime._cuda, "driver", lambda: Driver())
+    monkeypatch.setattr(runtime, "_device", lambda index: index)
+    monkeypatch.setattr(runtime, "_contexts", {})
+    monkeypatch.setattr(runtime, "_modules", {})
+    loaded = []
+    monkeypatch.setattr(runtime, "Module", lambda image, index: loaded.append(index) or object())
+
+    def first_use(index):
+        gate.wait()
+        return runtime._primary_context(index), runtime.load_module(b"", index, "key")
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(first_use, [0, 1] * 4))
+    assert sorted(retained) == [0, 1] and sorted(loaded) == [0, 1]
+    assert {ctx for ctx, _ in results} == {1000, 1001}
+    assert len({id(module) for _, module in results}) == 2

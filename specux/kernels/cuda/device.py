@@ -17,7 +17,6 @@ memory that lives as long as the process, shared by both routes.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,7 +27,6 @@ from specux.kernels.cuda import runtime
 from specux.kernels.cuda.launch import launch as _launch
 from specux.kernels.native import Device, DeviceArray, itemsize
 
-_lock = threading.Lock()
 _constants: dict[int, dict] = {}  # device index -> Device.constants
 _streams: dict[int, tuple[int, object]] = {}  # device index -> (stream, memory pool): numpy route
 
@@ -55,8 +53,7 @@ class CudaDevice(Device):
         self.stream = int(stream)
         self.library = library  # "cupy": cupy's pool; "numpy": the call's own allocations
         self.pool = pool  # numpy route: specux's memory pool of the device
-        with _lock:
-            self.constants = _constants.setdefault(self.index, {})
+        self.constants = runtime.once(_constants, self.index, dict)
         self._owned: list[int] = []
         self._driver = _cuda.driver()
 
@@ -156,13 +153,8 @@ def for_cupy(a: Any) -> CudaDevice:
 
 def for_numpy(index: int) -> CudaDevice:
     """Device ``index`` on specux's own stream and memory pool (created once per device)."""
-    made = _streams.get(index)
-    if made is None:
-        with _lock:
-            made = _streams.get(index)
-            if made is None:
-                made = _streams[index] = _stream_and_pool(index)
-    return CudaDevice(index, made[0], "numpy", made[1])
+    stream, pool = runtime.once(_streams, index, lambda: _stream_and_pool(index))
+    return CudaDevice(index, stream, "numpy", pool)
 
 
 def _stream_and_pool(index: int) -> tuple[int, object]:

@@ -15,7 +15,7 @@ import contextlib
 import ctypes
 import functools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from specux.compat import cuda as _cuda
@@ -90,20 +90,24 @@ def max_dynamic_shared_bytes(device_index: int) -> int:
     return device_attribute(device_index, "max_shared_memory_per_block_optin")
 
 
-def _primary_context(device_index: int) -> Any:
-    ctx = _contexts.get(device_index)
-    if ctx is None:
+def once(table: dict, key: Any, build: Callable[[], Any]) -> Any:
+    """``table[key]``, built by ``build()`` the first time (under the module's reentrant
+    lock, so concurrent first calls build it once; later calls take no lock)."""
+    value = table.get(key)
+    if value is None:
         with _lock:
-            ctx = _contexts.get(device_index)
-            if ctx is None:
-                # Retained once and never released: torch holds the same context for the
-                # process lifetime, and a release could destroy it under torch's feet.
-                ctx = _cuda.check(
-                    _cuda.driver().cuDevicePrimaryCtxRetain(_device(device_index)),
-                    "cuDevicePrimaryCtxRetain",
-                )
-                _contexts[device_index] = ctx
-    return ctx
+            value = table.get(key)
+            if value is None:
+                value = table[key] = build()
+    return value
+
+
+def _primary_context(device_index: int) -> Any:
+    # Retained once and never released: torch holds the same context for the process
+    # lifetime, and a release could destroy it under torch's feet.
+    return once(_contexts, device_index, lambda: _cuda.check(
+        _cuda.driver().cuDevicePrimaryCtxRetain(_device(device_index)),
+        "cuDevicePrimaryCtxRetain"))  # fmt: skip
 
 
 def context(device_index: int) -> Any:
@@ -308,13 +312,7 @@ class Module:
 
 def load_module(image: bytes, device_index: int, key: str) -> Module:
     """The module for CUBIN ``image`` on a device, loaded once per (``key``, device)."""
-    module = _modules.get((key, device_index))
-    if module is None:
-        with _lock:
-            module = _modules.get((key, device_index))
-            if module is None:
-                module = _modules[(key, device_index)] = Module(image, device_index)
-    return module
+    return once(_modules, (key, device_index), lambda: Module(image, device_index))
 
 
 def get_kernel(source: str, name: str, device_index: int, options: tuple[str, ...] = ()) -> Kernel:
