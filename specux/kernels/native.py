@@ -20,7 +20,6 @@ import numpy as np
 
 from specux.errors import BackendUnavailableError
 from specux.kernels import transform_exec
-from specux.kernels.codegen.gather import GatherSpec
 from specux.kernels.cpu import stft as cpu_stft
 from specux.kernels.fft_exec import Strides, transform_1d
 from specux.kernels.plan import smooth_length
@@ -202,10 +201,6 @@ class Device:
 # elementwise kernels
 
 
-def _precision_of(*names: str) -> str:
-    return "float64" if any(_STORAGE[n][1] == "float64" for n in names) else "float32"
-
-
 def convert(x: DeviceArray, dtype: str, shape=None, conj: bool = False,
             out: DeviceArray | None = None) -> DeviceArray:  # fmt: skip
     """``x`` (any strides) as a contiguous array of ``dtype`` and ``shape`` (each axis as long
@@ -219,12 +214,9 @@ def convert(x: DeviceArray, dtype: str, shape=None, conj: bool = False,
     nd = max(x.ndim, 1)
     view_shape = x.shape or (1,)
     table = np.array([nd, *(shape or (1,)), *view_shape, *(x.strides or (0,))], dtype=np.int64)
-    precision = _precision_of(x.dtype, dtype)
-    option = f"{x.dtype}>{dtype}" + ("~" if conj and dtype.startswith("complex") else "")
-    spec = GatherSpec("convert", precision, precision, option)
-    args = transform_exec._args(device, x.buffer, out, device.upload(table), size=out.size,
-                                start=x.offset)  # fmt: skip
-    transform_exec._launch(device, spec, out.size, args)
+    transform_exec.convert(device, x.buffer, out, device.upload(table), start=x.offset,
+                           size=out.size, src_dtype=x.dtype, dst_dtype=out.dtype,
+                           conj=conj)  # fmt: skip
     return out
 
 
@@ -539,14 +531,11 @@ def cqt(x: DeviceArray, spec: ConstantQSpec, pad_mode: str, output: str,
         for g in plan.frames:
             kernel = device.constant(("cqt kernel", spec.as_key(), precision, g.start, g.stop),
                                      g.kernel)  # fmt: skip
-            width = 2 * (g.stop - g.start)
-            args = transform_exec._args(device, padded, out, kernel, rows=count,
-                                        count=n_frames, size=width, frame_len=g.frame_length,
-                                        hop=spec.hop_length, pad=2 * g.start,
-                                        sig_len=length + 2 * pad, start=pad + g.offset,
-                                        stop=2 * spec.n_bins)  # fmt: skip
-            gather = GatherSpec("correlate", precision, precision)
-            transform_exec._launch(device, gather, count * n_frames * width, args)
+            transform_exec.correlate(device, padded, out, kernel, rows=count, count=n_frames,
+                                     columns=2 * (g.stop - g.start), taps=g.frame_length,
+                                     hop=spec.hop_length, row_len=length + 2 * pad,
+                                     start=pad + g.offset, out_width=2 * spec.n_bins,
+                                     column=2 * g.start, precision=precision)  # fmt: skip
     spectrum = DeviceArray(device, out.buffer, (count, n_frames, spec.n_bins),
                            dtypes.complex_of(precision))  # fmt: skip
     result = apply_value(spectrum, output, eps)

@@ -145,6 +145,30 @@ def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, h
             weights=weights)  # fmt: skip
 
 
+def convert(backend, src, dst, table, *, start: int, size: int, src_dtype: str, dst_dtype: str,
+            conj: bool = False) -> None:  # fmt: skip
+    """``dst`` (``size`` contiguous elements of ``dst_dtype``) = the strided view of ``src``
+    that ``table`` describes (int64: ndim, out shape, view shape, view strides; the view
+    starts ``start`` elements into ``src``), cast, zero beyond the view, conjugated if asked."""
+    precision = "float64" if {src_dtype, dst_dtype} & {"float64", "complex128"} else "float32"
+    option = f"{src_dtype}>{dst_dtype}" + ("~" if conj and dst_dtype.startswith("complex") else "")
+    spec = GatherSpec("convert", precision, precision, option)
+    _launch(backend, spec, size, _args(backend, src, dst, table, size=size, start=start))
+
+
+def correlate(backend, src, dst, kernel, *, rows: int, count: int, columns: int, taps: int,
+              hop: int, row_len: int, start: int, out_width: int, column: int,
+              precision: str) -> None:  # fmt: skip
+    """``dst[r, t, column + c] = sum_j src[r, start + t * hop + j] * kernel[j, c]`` for
+    ``c < columns``, ``j < taps``: rows of ``row_len`` in, of ``out_width`` out (one
+    constant-Q octave group of the correlation kernels)."""
+    spec = GatherSpec("correlate", precision, precision)
+    args = _args(backend, src, dst, kernel, rows=rows, count=count, size=columns,
+                 frame_len=taps, hop=hop, pad=column, sig_len=row_len, start=start,
+                 stop=out_width)  # fmt: skip
+    _launch(backend, spec, rows * count * columns, args)
+
+
 def filterbank_stft(backend, src, dst, window, bands, weights, *, p: StftParams, signals: int,
                     sig_len: int, n_out: int, power: float, db_factor: float | None, eps: float,
                     storage: str, precision: str) -> None:  # fmt: skip
@@ -213,7 +237,7 @@ def cqt_plan(spec: ConstantQSpec, precision: str, length: int, count: int):
     return plan, n_frames, plan.pad(length, n_frames)
 
 
-__all__ = ["BankReduce", "bank", "cqt_plan", "elementwise", "filterbank_of_spectrum",
-           "filterbank_stft", "spectrum_value", "fold_table", "frame",
-           "istft_overlap_add", "overlap_add", "pad_sources", "sparse_bank", "sparse_bands", "stft",
-           "stft_fusable"]  # fmt: skip
+__all__ = ["BankReduce", "bank", "convert", "correlate", "cqt_plan", "elementwise",
+           "filterbank_of_spectrum", "filterbank_stft", "fold_table", "frame",
+           "istft_overlap_add", "overlap_add", "pad_sources", "sparse_bank", "sparse_bands",
+           "spectrum_value", "stft", "stft_fusable"]  # fmt: skip
