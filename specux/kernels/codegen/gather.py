@@ -19,12 +19,14 @@ Kinds (``GatherSpec.kind``), rows ``r`` being independent signals:
   ``v`` the identity or ``x ** exponent``; stored as is or in dB
   (``factor * log10(max(s, eps))``).
 
-The array kinds (the torch-free route's elementwise steps, :mod:`specux.kernels.native`):
+The array kinds (elementwise steps: all of the torch-free engine's, :mod:`specux.kernels.native`,
+and the torch route's fftconvolve product and unfused stft mapping, so both give one result):
 - ``convert``: ``out[i] = src[view(i)]`` (``option`` ``"<src dtype>><dst dtype>"``, ``~``
   appended to conjugate): a strided view (``table_a``: int64 ndim, out shape, view shape,
   view strides; ``start``: the view's offset) copied into a contiguous array of ``size``
   elements with a dtype cast, zeros where ``out`` is larger than the view (zero padding).
-- ``map``: ``size`` values per row, ``option`` ``clip`` (``max(x, table_a[r] - factor)``),
+- ``map``: ``size`` values per row, ``option`` ``clip`` (``max(x, table_a[r] - factor)``,
+  the floor rounded to the storage first),
   ``threshold`` (``x < factor ? 0 : x``), ``db`` (``factor * log10(max(x, eps))``) or
   ``window`` (``x * table_a[i % size]``).
 - ``value``: complex ``x`` (of the precision) -> ``magnitude`` | ``power`` | ``db``
