@@ -13,6 +13,7 @@ bits, except ``cqt`` / ``vqt``, which run here as one correlation kernel per oct
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -426,7 +427,7 @@ def istft(spec: DeviceArray, window, p: StftParams, length: int) -> DeviceArray:
     else:
         frames = convert(c2c(columns, [-1], False, p.fft_norm), dtypes.real_of(spec.dtype))
     if window is None:
-        env, start, stop, out_length = istft_envelope(p, None, count, length, precision)
+        env, start, stop, out_length = named_istft_envelope(p, count, length, precision)
         envelope = device.constant(("envelope", p, count, length), env)
     else:
         w64 = device.download(full_window(p, window, "float64", device))
@@ -442,12 +443,17 @@ def istft(spec: DeviceArray, window, p: StftParams, length: int) -> DeviceArray:
     return out
 
 
-def istft_envelope(p: StftParams, w64: np.ndarray | None, count: int, length: int,
-                   precision: str):  # fmt: skip
-    """(envelope over [start, stop) in the compute precision, start, stop, out_length) after
-    the NOLA check (raises like the CPU backend); ``w64`` None: the named window."""
-    if w64 is None:
-        w64 = np.asarray(cpu_stft.full_window(p, None, np.dtype("float64")))
+@functools.lru_cache(maxsize=128)
+def named_istft_envelope(p: StftParams, count: int, length: int, precision: str):
+    """:func:`istft_envelope` of ``p``'s named window, computed once per call shape."""
+    w64 = np.asarray(cpu_stft.full_window(p, None, np.dtype("float64")))
+    return istft_envelope(p, w64, count, length, precision)
+
+
+def istft_envelope(p: StftParams, w64: np.ndarray, count: int, length: int, precision: str):
+    """(envelope over [start, stop) in the compute precision, start, stop, out_length) of the
+    float64 window ``w64`` after the NOLA check (raises like the CPU backend); both CUDA
+    routes use it."""
     env = cpu_stft.envelope(p, w64, count)
     start, stop, out_length = cpu_stft.istft_bounds(p, count, None if length < 0 else length)
     cpu_stft.check_nola(env, start, stop)

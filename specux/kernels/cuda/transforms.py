@@ -26,7 +26,7 @@ from specux.kernels import transform_exec
 from specux.kernels.cpu import stft as cpu_stft
 from specux.kernels.cuda import fft as cuda_fft
 from specux.kernels.cuda.fft import _STORAGE, TorchCudaBackend, _dense
-from specux.kernels.native import axis_scale
+from specux.kernels.native import axis_scale, istft_envelope, named_istft_envelope
 from specux.kernels.plan import smooth_length
 from specux.meta import dtypes, shapes
 from specux.meta.cqt_params import ConstantQSpec
@@ -169,23 +169,6 @@ def stft(x: torch.Tensor, window, p: StftParams, output: str, eps: float) -> tor
 # istft
 
 
-@functools.lru_cache(maxsize=128)
-def _named_envelope(p: StftParams, count: int, length: int, precision: str):
-    w = cpu_stft.full_window(p, None, np.dtype("float64"))
-    return _envelope(p, np.asarray(w), count, length, precision)
-
-
-def _envelope(p: StftParams, w64: np.ndarray, count: int, length: int, precision: str):
-    """(envelope over [start, stop) in the compute precision, start, stop, out_length),
-    after the NOLA check (raises like the CPU backend)."""
-    env = cpu_stft.envelope(p, w64, count)
-    start, stop, out_length = cpu_stft.istft_bounds(p, count, None if length < 0 else length)
-    cpu_stft.check_nola(env, start, stop)
-    part = np.ascontiguousarray(env[start:stop].astype(precision))
-    part.flags.writeable = False
-    return part, start, stop, out_length
-
-
 def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tensor:
     storage, precision = _STORAGE[spec.dtype]
     count = spec.shape[-1]
@@ -196,11 +179,11 @@ def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tenso
         frames = cuda_fft.c2c(columns, [-1], False, p.fft_norm).real.contiguous()
     backend = TorchCudaBackend(spec.device)
     if window is None:
-        env, start, stop, out_length = _named_envelope(p, count, length, precision)
+        env, start, stop, out_length = named_istft_envelope(p, count, length, precision)
         env_key = ("envelope", p, count, length)
     else:
         w64 = full_window(p, window.detach(), "float64", backend).cpu().numpy()
-        env, start, stop, out_length = _envelope(p, w64, count, length, precision)
+        env, start, stop, out_length = istft_envelope(p, w64, count, length, precision)
         env_key = None
     envelope = (backend.constant(env_key, env) if env_key is not None
                 else torch.from_numpy(np.array(env)).to(spec.device))  # fmt: skip
