@@ -295,3 +295,15 @@ def test_convert_matches_numpy_for_any_view(data):
     values = np.conj(expected) if conj else expected
     want[..., : view.shape[-1]] = values if dst.startswith("complex") else values.real
     assert got.dtype == np.dtype(dst) and np.array_equal(got, want)
+
+
+def test_bluestein_tables_are_reused_by_a_device():
+    """A prime length runs Bluestein: its chirp tables are uploaded once per device and the
+    second call reads the cached ones (same values)."""
+    device = emulate.HostDevice()
+    x = _signal((3, 17)) + 1j * _signal((3, 17), seed=5)
+    first = device.download(specux.fft(device.upload(x)))
+    tables = len(device.constants)
+    second = device.download(specux.fft(device.upload(x)))
+    assert tables and len(device.constants) == tables
+    assert np.array_equal(first, second) and rel_peak(first, np.fft.fft(x)) <= PEAK["float64"]

@@ -178,8 +178,11 @@ class Device:
         return self.empty((count,), dtypes.complex_of(precision))
 
     def table(self, key: tuple, values: np.ndarray, precision: str) -> DeviceArray:
-        return self.constant(("table", key, precision),
-                             np.asarray(values).astype(dtypes.complex_of(precision)))  # fmt: skip
+        dtype = np.dtype(dtypes.complex_of(precision))
+        cached = self.constants.get((("table", key, precision), dtype.str))
+        if cached is not None:  # no cast of the host table on every launch
+            return cached
+        return self.constant(("table", key, precision), np.asarray(values).astype(dtype))
 
     def constant(self, key: tuple, values: np.ndarray) -> DeviceArray:
         """``values`` uploaded once per key (and dtype), kept for the process's lifetime."""
