@@ -210,7 +210,11 @@ def _transform_families(recorder):
             for option in options:
                 recorder.specs.add(GatherSpec(kind, storage, precision, option))
         recorder.specs.add(GatherSpec("cmul", precision, precision))
-        recorder.specs.add(GatherSpec("correlate", precision, precision))
+        for columns in (1, 2, 12, 24, 40, 72, 200):  # the planner's tiles for these widths
+            for rows in (1, 8, 64):
+                option = transform_exec.correlate_option(rows, 400, columns, 2000, precision)
+                recorder.specs.add(GatherSpec("correlate", precision, precision, option))
+        recorder.specs.add(GatherSpec("partsum", precision, precision))
     names = ("float16", "float32", "float64", "complex32", "complex64", "complex128")
     for src in names:
         for dst in names:

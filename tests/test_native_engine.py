@@ -214,12 +214,75 @@ def test_cqt(output):
         _check(specux.cqt, x, **kw)
 
 
+def test_cqt_filters_longer_than_a_split():
+    """Low fmin: filters of thousands of taps, summed in splits (the partial sums' launch)."""
+    from specux.kernels import transform_exec
+    from specux.kernels.codegen.gather import CORRELATE_SPLIT
+    from specux.meta.cqt_params import cqt_arguments
+
+    kw = dict(sr=1000, hop_length=64, fmin=2.5, n_bins=6, bins_per_octave=6)
+    spec = cqt_arguments(**kw, pad_mode="constant", output="complex", eps=1e-10)[0]
+    plan, _, _ = transform_exec.cqt_plan(spec, "float64", 700, 1)
+    assert max(g.frame_length for g in plan.frames) > 2 * CORRELATE_SPLIT
+    _check(specux.cqt, _signal((2, 700)), **kw)
+
+
 def test_vqt_and_chroma_cqt():
     x = _signal(400)
     _check(specux.vqt, x, sr=1000, hop_length=32, fmin=60.0, n_bins=12, bins_per_octave=6,
            gamma=5.0)  # fmt: skip
     _check(specux.chroma, x, sr=1000, hop_length=32, source="cqt", tuning=0.0, n_chroma=12,
            fmin=60.0, n_octaves=2)  # fmt: skip
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+@pytest.mark.parametrize(("rows", "count", "columns", "taps", "hop"),
+                         [(2, 37, 24, 70, 5), (1, 5, 3, 33, 1), (3, 20, 40, 31, 7),
+                          (2, 3, 5, 2100, 40)])  # fmt: skip
+def test_correlate_kernel_is_tile_independent(precision, rows, count, columns, taps, hop):
+    """The tiled correlation kernel (cqt's products on both CUDA routes) against a numpy
+    product, and every tile (partial tiles of frames, columns and taps; the planner's choice
+    among them) gives the same bits, the columns outside its window untouched; 2100 taps
+    take three splits and the partial sums' launch."""
+    from specux.kernels import transform_exec
+
+    rng = np.random.default_rng(columns)
+    row_len, start, column, width = (count - 1) * hop + taps + 11, 4, 3, columns + 6
+    x = rng.standard_normal((rows, row_len)).astype(precision)
+    kernel = rng.standard_normal((taps, columns)).astype(precision)
+    reference = np.full((rows, count, width), np.nan)
+    for t in range(count):
+        frames = x[:, start + t * hop : start + t * hop + taps].astype(np.float64)
+        reference[:, t, column : column + columns] = frames @ kernel.astype(np.float64)
+    results = []
+    for option in (None, "c1n1m1", "c2n3m2", "c8n5m4", "c4n8m1"):
+        out = np.full((rows, count, width), np.nan, precision)
+        transform_exec.correlate(emulate.HostBackend(), x, out, kernel, rows=rows, count=count,
+                                 columns=columns, taps=taps, hop=hop, row_len=row_len,
+                                 start=start, out_width=width, column=column,
+                                 precision=precision, option=option)  # fmt: skip
+        results.append(out)
+    for out in results[1:]:
+        assert np.array_equal(out, results[0], equal_nan=True)
+    assert np.array_equal(np.isnan(results[0]), np.isnan(reference))
+    assert rel_peak(np.nan_to_num(results[0]), np.nan_to_num(reference)) <= PEAK[precision]
+
+
+def test_correlate_tile_is_validated():
+    from specux.kernels.codegen.gather import GatherSpec
+
+    with pytest.raises(ValueError, match="correlate option"):
+        GatherSpec("correlate", "float32", "float32", "c3n1m1")
+    with pytest.raises(ValueError, match="correlate option"):
+        GatherSpec("correlate", "float32", "float32")
+    from specux.kernels import transform_exec
+
+    x = np.zeros((1, 600), np.float64)
+    with pytest.raises(ValueError, match="48 KiB"):  # 1024 frames a tile: refused, not launched
+        transform_exec.correlate(emulate.HostBackend(), x, np.zeros((1, 4, 2)), np.zeros((9, 2)),
+                                 rows=1, count=4, columns=2, taps=9, hop=1, row_len=600,
+                                 start=0, out_width=2, column=0, precision="float64",
+                                 option="c1n1m8")  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", ["full", "same", "valid"])

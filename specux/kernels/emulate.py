@@ -20,10 +20,9 @@ import numpy as np
 
 from specux.kernels.codegen.dialects import CPP
 from specux.kernels.codegen.fft import arg_types
-from specux.kernels.codegen.kernels import render, source_key
+from specux.kernels.codegen.kernels import Spec, is_block, render, source_key
 from specux.kernels.fft_exec import Strides, transform_1d
 from specux.kernels.native import Device
-from specux.kernels.plan import BlockSpec, PassSpec
 
 _COMPLEX = {"float32": np.complex64, "float64": np.complex128}
 
@@ -58,16 +57,16 @@ def _build(source: str, name: str, params: tuple, extra: int) -> ctypes.CDLL:
 
 
 @functools.lru_cache(maxsize=1024)
-def _entry_for_key(key: PassSpec | BlockSpec):
+def _entry_for_key(key: Spec):
     source, name, params = render(key, CPP)
     # Block kernels: (blocks, threads per block, shared bytes, kernel arguments...);
     # pass kernels: (threads, kernel arguments...).
-    extra = 3 if isinstance(key, BlockSpec) else 1
+    extra = 3 if is_block(key) else 1
     return getattr(_build(source, name, params, extra), name)
 
 
 @functools.lru_cache(maxsize=4096)
-def entry(spec: PassSpec | BlockSpec):
+def entry(spec: Spec):
     """The host function of a kernel (one build per distinct source)."""
     return _entry_for_key(source_key(spec))
 
@@ -97,7 +96,7 @@ class HostBackend:
         return buffer.ctypes.data
 
     def launch(self, spec, grid: int, block: int, shared: int, args: tuple) -> None:
-        if isinstance(spec, BlockSpec):  # one host thread per GPU thread of a block
+        if is_block(spec):  # one host thread per GPU thread of a block
             entry(spec)(grid, block, shared, *args)
         else:  # pass kernels: one loop step per GPU thread
             entry(spec)(grid * block, *args)

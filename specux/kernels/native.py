@@ -526,7 +526,8 @@ def project(x: DeviceArray, spec: str) -> DeviceArray:
 def cqt(x: DeviceArray, spec: ConstantQSpec, pad_mode: str, output: str,
         eps: float) -> DeviceArray:  # fmt: skip
     """``(..., L)`` real -> ``(..., n_bins, n_frames)``: the CPU backend's definition (exact
-    correlation with the constant-Q filters), one correlation kernel per octave group."""
+    correlation with the constant-Q filters), one tiled correlation kernel per octave group
+    (the torch route's launches)."""
     _, precision = _storage(x)
     device = x.device
     x = convert(x, precision) if x.dtype != precision else dense(x)
@@ -537,14 +538,9 @@ def cqt(x: DeviceArray, spec: ConstantQSpec, pad_mode: str, output: str,
     if count and n_frames:
         flat = x.reshape((count, length))
         padded = frame(flat, length + 2 * pad, 1, pad, pad_mode)  # (count, 1, length + 2 pad)
-        for g in plan.frames:
-            kernel = device.constant(("cqt kernel", spec.as_key(), precision, g.start, g.stop),
-                                     g.kernel)  # fmt: skip
-            transform_exec.correlate(device, padded, out, kernel, rows=count, count=n_frames,
-                                     columns=2 * (g.stop - g.start), taps=g.frame_length,
-                                     hop=spec.hop_length, row_len=length + 2 * pad,
-                                     start=pad + g.offset, out_width=2 * spec.n_bins,
-                                     column=2 * g.start, precision=precision)  # fmt: skip
+        transform_exec.cqt_correlate(device, padded, out, spec, plan, count=count,
+                                     n_frames=n_frames, row_len=length + 2 * pad, pad=pad,
+                                     precision=precision)  # fmt: skip
     spectrum = DeviceArray(device, out.buffer, (count, n_frames, spec.n_bins),
                            dtypes.complex_of(precision))  # fmt: skip
     result = apply_value(spectrum, output, eps)

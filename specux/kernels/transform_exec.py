@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from specux.kernels.codegen.gather import GatherSpec
+from specux.kernels.codegen.gather import (
+    CORRELATE_LANES,
+    CORRELATE_SPLIT,
+    CORRELATE_THREADS,
+    GatherSpec,
+    correlate_frames,
+    correlate_shared_bytes,
+    correlate_tile,
+)
 from specux.kernels.cpu import cqt as cpu_cqt
 from specux.kernels.cpu import frames as cpu_frames
 from specux.kernels.fft_exec import BankReduce, Framing, Strides, stft_1d, stft_fusable
@@ -156,17 +164,70 @@ def convert(backend, src, dst, table, *, start: int, size: int, src_dtype: str, 
     _launch(backend, spec, size, _args(backend, src, dst, table, size=size, start=start))
 
 
+# Enough blocks of a correlation to fill a large GPU (an H200 has 132 SMs) twice over before
+# the tile is made taller: taller tiles reuse each staged kernel tap for more frames.
+_CORRELATE_FILL = 264
+
+
+# Dynamic shared memory a kernel may use without opting in (the correlate tiles stay below).
+_SHARED_DEFAULT = 48 * 1024
+
+
+def correlate_option(rows: int, count: int, columns: int, taps: int,
+                     precision: str = "float32") -> str:  # fmt: skip
+    """The tile of a correlation (``gather.correlate_tile``): the fewest column lanes (1, 2,
+    4, 8) that leave at most 3 columns a thread (8 lanes beyond 24 columns), frames 4 a
+    thread (at most 128 a tile, within 48 KiB of shared memory) unless that leaves fewer than
+    ``_CORRELATE_FILL`` blocks (then 2, then 1). Every tile gives the same bits. (Measured on
+    an H200, cqt's 24-column octaves: 8 lanes of 3 columns beat 4 of 6 -- fewer registers,
+    more resident warps to hide the loads.)"""
+    lanes = next((c for c in CORRELATE_LANES if -(-columns // c) <= 3), 8)
+    n = min(8, -(-columns // lanes))
+    blocks = -(-columns // (lanes * n)) * -(-taps // CORRELATE_SPLIT)
+    m = min(4, lanes)
+
+    def fits(m: int) -> bool:
+        tiles = -(-rows * count // (CORRELATE_THREADS // lanes * m))
+        return blocks * tiles >= _CORRELATE_FILL and (
+            correlate_shared_bytes(f"c{lanes}n{n}m{m}", precision) <= _SHARED_DEFAULT)
+
+    while m > 1 and not fits(m):
+        m //= 2
+    return f"c{lanes}n{n}m{m}"
+
+
 def correlate(backend, src, dst, kernel, *, rows: int, count: int, columns: int, taps: int,
               hop: int, row_len: int, start: int, out_width: int, column: int,
-              precision: str) -> None:  # fmt: skip
+              precision: str, option: str | None = None) -> None:  # fmt: skip
     """``dst[r, t, column + c] = sum_j src[r, start + t * hop + j] * kernel[j, c]`` for
     ``c < columns``, ``j < taps``: rows of ``row_len`` in, of ``out_width`` out (one
-    constant-Q octave group of the correlation kernels)."""
-    spec = GatherSpec("correlate", precision, precision)
-    args = _args(backend, src, dst, kernel, rows=rows, count=count, size=columns,
+    constant-Q octave group of the correlation kernels). ``option`` the tile (tests pin
+    it; :func:`correlate_option` by default). Kernels longer than ``CORRELATE_SPLIT`` taps
+    sum each split into a scratch array, added up by a second launch."""
+    if taps < 1:
+        raise ValueError(f"correlate needs taps >= 1, got {taps}")
+    if rows * count * columns == 0:
+        return
+    option = option or correlate_option(rows, count, columns, taps, precision)
+    lanes, n, _ = correlate_tile(option)
+    if correlate_shared_bytes(option, precision) > _SHARED_DEFAULT:
+        raise ValueError(f"correlate option={option!r} needs more than 48 KiB of shared memory "
+                         f"in {precision}")  # fmt: skip
+    spec = GatherSpec("correlate", precision, precision, option)
+    splits = -(-taps // CORRELATE_SPLIT)
+    frames = rows * count
+    target = dst if splits == 1 else backend.scratch(-(-splits * frames * columns // 2),
+                                                     precision)  # fmt: skip
+    args = _args(backend, src, target, kernel, rows=rows, count=count, size=columns,
                  frame_len=taps, hop=hop, pad=column, sig_len=row_len, start=start,
                  stop=out_width)  # fmt: skip
-    _launch(backend, spec, rows * count * columns, args)
+    blocks = -(-frames // correlate_frames(option)) * -(-columns // (lanes * n)) * splits
+    backend.launch(spec, blocks, CORRELATE_THREADS, correlate_shared_bytes(option, precision),
+                   args)  # fmt: skip
+    if splits > 1:
+        elementwise(backend, "partsum", "", target, dst, rows=frames, size=columns,
+                    count=splits, stop=out_width, pad=column, storage=precision,
+                    precision=precision)  # fmt: skip
 
 
 def filterbank_stft(backend, src, dst, window, bands, weights, *, p: StftParams, signals: int,
@@ -198,13 +259,14 @@ def filterbank_of_spectrum(backend, spectrum, dst, bands, weights, *, rows: int,
 
 def elementwise(backend, kind: str, option: str, src, dst, *, rows: int, size: int,
                 storage: str, precision: str, table=None, table_b=None, count: int = 0,
-                eps: float = 0.0, factor: float = 0.0, exponent: float = 0.0,
-                total: int | None = None) -> None:  # fmt: skip
+                eps: float = 0.0, factor: float = 0.0, exponent: float = 0.0, pad: int = 0,
+                stop: int = 0, total: int | None = None) -> None:  # fmt: skip
     """One of the gather module's array kinds (``map``, ``value``, ``cmul``, ``rowmax``,
-    ``colnorm``) over ``rows`` x ``size`` elements (``total`` threads if given)."""
+    ``colnorm``, ``partsum``) over ``rows`` x ``size`` elements (``total`` threads if
+    given)."""
     spec = GatherSpec(kind, storage, precision, option)
     args = _args(backend, src, dst, table, table_b, rows=rows, size=size, count=count, eps=eps,
-                 factor=factor, exponent=exponent)  # fmt: skip
+                 factor=factor, exponent=exponent, pad=pad, stop=stop)  # fmt: skip
     _launch(backend, spec, rows * size if total is None else total, args)
 
 
@@ -237,7 +299,25 @@ def cqt_plan(spec: ConstantQSpec, precision: str, length: int, count: int):
     return plan, n_frames, plan.pad(length, n_frames)
 
 
-__all__ = ["BankReduce", "bank", "convert", "correlate", "cqt_plan", "elementwise",
-           "filterbank_of_spectrum", "filterbank_stft", "fold_table", "frame",
-           "istft_overlap_add", "overlap_add", "pad_sources", "sparse_bank", "sparse_bands",
-           "spectrum_value", "stft", "stft_fusable"]  # fmt: skip
+def cqt_kernel(backend, spec: ConstantQSpec, precision: str, group):
+    """An octave group's correlation kernel ``(taps, 2 * bins)`` on the device (once)."""
+    key = ("cqt kernel", spec.as_key(), precision, group.start, group.stop)
+    return backend.constant(key, group.kernel)
+
+
+def cqt_correlate(backend, padded, out, spec: ConstantQSpec, plan, *, count: int,
+                  n_frames: int, row_len: int, pad: int, precision: str) -> None:  # fmt: skip
+    """The constant-Q correlations of :func:`cqt_plan`'s octave groups: ``padded`` the
+    ``count`` signals padded by ``pad`` on both sides (rows of ``row_len``), ``out``
+    ``(count, n_frames, 2 * n_bins)`` real (interleaved complex), every group's columns."""
+    for g in plan.frames:
+        correlate(backend, padded, out, cqt_kernel(backend, spec, precision, g), rows=count,
+                  count=n_frames, columns=2 * (g.stop - g.start), taps=g.frame_length,
+                  hop=spec.hop_length, row_len=row_len, start=pad + g.offset,
+                  out_width=2 * spec.n_bins, column=2 * g.start, precision=precision)  # fmt: skip
+
+
+__all__ = ["BankReduce", "bank", "convert", "correlate", "correlate_option", "cqt_correlate",
+           "cqt_kernel", "cqt_plan", "elementwise", "filterbank_of_spectrum", "filterbank_stft",
+           "fold_table", "frame", "istft_overlap_add", "overlap_add", "pad_sources",
+           "sparse_bank", "sparse_bands", "spectrum_value", "stft", "stft_fusable"]  # fmt: skip

@@ -38,12 +38,18 @@ and the torch route's fftconvolve product and unfused stft mapping, so both give
   left as they are (librosa's ``util.normalize``).
 - ``correlate``: ``out[r, t, pad + c] = sum_j x[r, start + t * hop + j] * table_a[j, c]``
   for ``c < size``, ``j < frame_len`` (rows of ``sig_len`` in, of ``stop`` out): the
-  constant-Q kernels of one octave group.
+  constant-Q kernels of one octave group. A tiled block kernel (``option``
+  ``"c<lanes>n<n>m<m>"``, the tile: see :func:`correlate_tile`), the one kind whose threads
+  share memory; kernels longer than ``CORRELATE_SPLIT`` taps write one partial sum per split
+  (``(splits, rows * count, size)``) instead, and
+- ``partsum`` adds them up in split order: ``out[q, pad + c] = sum_s in[s, q, c]`` over
+  ``count`` splits, ``rows`` frames of ``stop`` outputs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from specux.kernels.codegen.dialects import Dialect
 from specux.kernels.codegen.fft import _REAL, _REAL_STORAGE, _types
@@ -71,7 +77,7 @@ GATHER_PARAMS = (
 )
 
 KINDS = ("frame", "ola", "fold", "istft", "bank", "convert", "map", "value", "cmul", "rowmax",
-         "colnorm", "correlate")  # fmt: skip
+         "colnorm", "correlate", "partsum")  # fmt: skip
 # dtype name -> storage type of the array kinds
 _ARRAY_TYPES = {"float16": "unsigned short", "float32": "float", "float64": "double",
                 "complex32": "specux_c16", "complex64": "specux_c32",
@@ -93,6 +99,14 @@ class GatherSpec:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind={self.kind!r} is not one of {KINDS}")
+        if self.tiled:
+            correlate_tile(self.option)  # raises for a malformed tile
+
+    @property
+    def tiled(self) -> bool:
+        """A block kernel (threads of a block share memory) rather than one thread per
+        output: launched as ``(blocks, CORRELATE_THREADS, shared bytes)``."""
+        return self.kind == "correlate"
 
 
 def _ola_sum(weighted: bool) -> str:
@@ -303,28 +317,132 @@ def _colnorm(spec: GatherSpec) -> str:
     ])  # fmt: skip
 
 
-def _correlate(spec: GatherSpec) -> str:
+# The tiled correlation (a GEMM whose left operand is the signals' frames, read in place).
+# The frames of every row form one axis of ``rows * count`` frames. A block of
+# CORRELATE_THREADS threads owns a tile of (threads / lanes) * m frames by lanes * n columns
+# and one split of CORRELATE_SPLIT taps; thread (tx, ty) = (tid % lanes, tid / lanes) keeps
+# the m * n sums of frames ty * m + i and columns tx * n + k in registers. CORRELATE_TAPS taps
+# of the tile's frames (stored tap-major) and of the kernel are staged in shared memory at a
+# time. A kernel longer than a split writes each split's sums to a partials array that the
+# ``partsum`` kind adds up in split order. Every sum runs over its split's taps in ascending
+# order in one accumulator, whatever the tile: the result depends on the taps alone.
+CORRELATE_THREADS = 128
+CORRELATE_TAPS = 32
+CORRELATE_SPLIT = 256  # a multiple of CORRELATE_TAPS
+CORRELATE_LANES = (1, 2, 4, 8)  # column lanes a tile may have
+
+
+def correlate_tile(option: str) -> tuple[int, int, int]:
+    """(lanes, n, m) of a correlate option ``"c<lanes>n<n>m<m>"``: a block's tile is
+    ``(CORRELATE_THREADS // lanes) * m`` frames by ``lanes * n`` columns."""
+    match = re.fullmatch(r"c([1248])n([1-8])m([1-8])", option)
+    if match is None:
+        raise ValueError(f"correlate option={option!r} is not 'c<1|2|4|8>n<1..8>m<1..8>'")
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def correlate_frames(option: str) -> int:
+    """Frames of a correlate block's tile."""
+    lanes, _, m = correlate_tile(option)
+    return CORRELATE_THREADS // lanes * m
+
+
+def correlate_shared_bytes(option: str, precision: str) -> int:
+    """Dynamic shared memory of a correlate block: the tile's frame offsets (int64), its
+    frames tap-major (rows padded by one slot: the stores of a warp hit distinct banks) and
+    the kernel's taps."""
+    lanes, n, _ = correlate_tile(option)
+    tm = correlate_frames(option)
+    itemsize = 8 if precision == "float64" else 4
+    return 8 * tm + (CORRELATE_TAPS * (tm + 1) + CORRELATE_TAPS * lanes * n) * itemsize
+
+
+def _correlate(spec: GatherSpec, barrier: str) -> str:
+    lanes, n, m = correlate_tile(spec.option)
+    tm, tn = correlate_frames(spec.option), lanes * n
+    tk, threads, split = CORRELATE_TAPS, CORRELATE_THREADS, CORRELATE_SPLIT
     return "\n".join([
-        "    if (gid >= rows * count * size) return;",
-        "    const long long c = gid % size, t = (gid / size) % count, r = gid / (size * count);",
-        "    const storage_t* in = (const storage_t*)in_ptr + r * sig_len + start + t * hop;",
-        "    const real_t* k = (const real_t*)table_a + c;",
-        "    real_t acc = (real_t)0;",
-        "    for (long long j = 0; j < frame_len; ++j) acc += to_real(in[j]) * k[j * size];",
-        "    put(&((storage_t*)out_ptr)[(r * count + t) * stop + pad + c], acc);",
+        "    const long long frames = rows * count;",
+        f"    const long long splits = (frame_len + {split - 1}) / {split};",
+        f"    const long long n_mt = (frames + {tm - 1}) / {tm}, n_ct = (size + {tn - 1}) / {tn};",
+        "    const long long mt = block % n_mt, ct = (block / n_mt) % n_ct;",
+        "    const long long split = block / (n_mt * n_ct);",
+        f"    const long long m0 = mt * {tm}, c0 = ct * {tn};",
+        f"    const long long j_lo = split * {split};",
+        f"    const long long j_hi = frame_len - j_lo < {split} ? frame_len : j_lo + {split};",
+        f"    const int tx = tid % {lanes}, ty = tid / {lanes};",
+        "    const storage_t* in = (const storage_t*)in_ptr;",
+        "    const real_t* kern = (const real_t*)table_a;",
+        "    long long* fbase = (long long*)specux_shared;  // a frame's first sample, or -1",
+        f"    real_t* xs = (real_t*)(fbase + {tm});",
+        f"    real_t* ks = xs + {tk * (tm + 1)};",
+        f"    for (int f = tid; f < {tm}; f += {threads}) {{",
+        "        const long long q = m0 + f;",
+        "        fbase[f] = q < frames ? (q / count) * sig_len + start + (q % count) * hop : -1;",
+        "    }",
+        f"    real_t acc[{m}][{n}];",
+        f"    for (int i = 0; i < {m}; ++i)",
+        f"        for (int k = 0; k < {n}; ++k) acc[i][k] = (real_t)0;",
+        f"    {barrier}",
+        f"    for (long long j0 = j_lo; j0 < j_hi; j0 += {tk}) {{",
+        f"        for (int i = tid; i < {tm * tk}; i += {threads}) {{",
+        f"            const int f = i / {tk}, k = i % {tk};",
+        "            const long long b = fbase[f], j = j0 + k;",
+        f"            xs[k * {tm + 1} + f] = b >= 0 && j < j_hi ? to_real(in[b + j]) : (real_t)0;",
+        "        }",
+        f"        for (int i = tid; i < {tk * tn}; i += {threads}) {{",
+        f"            const long long j = j0 + i / {tn}, c = c0 + i % {tn};",
+        "            ks[i] = j < j_hi && c < size ? kern[j * size + c] : (real_t)0;",
+        "        }",
+        f"        {barrier}",
+        f"        const int taps = j_hi - j0 < {tk} ? (int)(j_hi - j0) : {tk};",
+        "        for (int j = 0; j < taps; ++j) {",
+        f"            real_t a[{m}], b[{n}];",
+        f"            for (int i = 0; i < {m}; ++i) a[i] = xs[j * {tm + 1} + ty * {m} + i];",
+        f"            for (int k = 0; k < {n}; ++k) b[k] = ks[j * {tn} + tx * {n} + k];",
+        f"            for (int i = 0; i < {m}; ++i)",
+        f"                for (int k = 0; k < {n}; ++k) acc[i][k] += a[i] * b[k];",
+        "        }",
+        f"        {barrier}",
+        "    }",
+        "    storage_t* out = (storage_t*)out_ptr;",
+        f"    for (int i = 0; i < {m}; ++i)",
+        f"        for (int k = 0; k < {n}; ++k) {{",
+        f"            const long long q = m0 + ty * {m} + i, c = c0 + tx * {n} + k;",
+        "            if (q >= frames || c >= size) continue;",
+        "            if (splits > 1) put(&out[(split * frames + q) * size + c], acc[i][k]);",
+        "            else put(&out[q * stop + pad + c], acc[i][k]);",
+        "        }",
+    ])  # fmt: skip
+
+
+def _partsum(spec: GatherSpec) -> str:
+    return "\n".join([
+        "    if (gid >= rows * size) return;",
+        "    const long long c = gid % size, q = gid / size;",
+        "    const real_t* in = (const real_t*)in_ptr;",
+        "    real_t acc = in[q * size + c];",
+        "    for (long long s = 1; s < count; ++s) acc += in[(s * rows + q) * size + c];",
+        "    put(&((storage_t*)out_ptr)[q * stop + pad + c], acc);",
     ])  # fmt: skip
 
 
 _COMPLEX_OF = {"float16": "specux_c16", "float32": "specux_c32", "float64": "specux_c64"}
 _ARRAY_BODIES = {"convert": _convert, "map": _map, "value": _value, "cmul": _cmul,
-                 "rowmax": _rowmax, "colnorm": _colnorm, "correlate": _correlate}  # fmt: skip
+                 "rowmax": _rowmax, "colnorm": _colnorm, "partsum": _partsum}  # fmt: skip
 
 
 def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
     """Kernel source of ``spec``: entry point ``specux_gather`` with :data:`GATHER_PARAMS`,
-    one thread per output element."""
+    one thread per output element (a block kernel of :data:`CORRELATE_THREADS` threads for
+    the tiled kinds, :attr:`GatherSpec.tiled`)."""
     params = ", ".join(f"{t} {name}" for t, name in GATHER_PARAMS)
     args = ", ".join(name for _, name in GATHER_PARAMS)
+    if spec.tiled:
+        open_, body = dialect.block_open, _correlate(spec, dialect.barrier)
+        close = dialect.block_close
+    else:
+        open_, body, close = dialect.kernel_open, _body(spec), dialect.kernel_close
     source = [
         f"// specux gather kernel: {spec.kind} storage={spec.storage} "
         f"precision={spec.precision} option={spec.option or '-'}",
@@ -332,11 +450,13 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
         f"typedef {_REAL[spec.precision]} real_t;",
         _types(dialect.function),  # to_real / put for every storage, as the FFT kernels use
         f"typedef {_REAL_STORAGE[spec.storage]} storage_t;",
-        dialect.kernel_open.format(name=GATHER_NAME, params=params),
-        _body(spec),
-        dialect.kernel_close.format(name=GATHER_NAME, params=params, args=args),
+        open_.format(name=GATHER_NAME, params=params, threads=CORRELATE_THREADS),
+        body,
+        close.format(name=GATHER_NAME, params=params, args=args),
     ]
     return "\n".join(source)
 
 
-__all__ = ["GATHER_NAME", "GATHER_PARAMS", "GatherSpec", "render_gather"]
+__all__ = ["CORRELATE_LANES", "CORRELATE_SPLIT", "CORRELATE_TAPS", "CORRELATE_THREADS",
+           "GATHER_NAME", "GATHER_PARAMS", "GatherSpec", "correlate_frames",
+           "correlate_shared_bytes", "correlate_tile", "render_gather"]  # fmt: skip

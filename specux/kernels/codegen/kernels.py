@@ -31,8 +31,14 @@ def render(spec: Spec, dialect: Dialect) -> tuple[str, str, tuple]:
     return render_pass(spec, dialect), KERNEL_NAME, PARAMS
 
 
+def is_block(spec: Spec) -> bool:
+    """Whether ``spec``'s threads cooperate in a block (shared memory, barriers): the block
+    FFTs and the tiled gather kinds. The host emulation runs those one host thread a lane."""
+    return isinstance(spec, BlockSpec) or (isinstance(spec, GatherSpec) and spec.tiled)
+
+
 # The kernel parameters (type, name) of each family, by spec type.
 PARAMS_OF = {BlockSpec: BLOCK_PARAMS, GatherSpec: GATHER_PARAMS, PassSpec: PARAMS}
 
 
-__all__ = ["PARAMS_OF", "Spec", "render", "source_key"]
+__all__ = ["PARAMS_OF", "Spec", "is_block", "render", "source_key"]

@@ -10,8 +10,9 @@ torch's current stream, buffers from torch's caching allocator.
   memory and a sparse filterbank reduces it there (dB in the same kernel); the output is the
   only memory written. n_fft beyond a block: the spectrum in memory, then a bank kernel.
 - frame / overlap_add: the gather kernels (the adjoints of the stft and istft use them).
-- cqt / cqt_adjoint: the CPU backend's exact octave kernels as hop-wide chunked products
-  (torch's matmul) over the padded signal (padded by the frame kernel).
+- cqt: the CPU backend's exact octave kernels, one tiled correlation kernel per octave group
+  over the padded signal (padded by the frame kernel); cqt_adjoint: their transposes as
+  hop-wide chunked products (torch's matmul).
 - fftconvolve: FFTs of both zero-padded inputs, the product, one inverse FFT.
 """
 
@@ -143,21 +144,23 @@ def _stft_into(x: torch.Tensor, window, p: StftParams, value: str, eps: float,
                                 norm)  # fmt: skip
     if value == "complex":
         return out.copy_(spectrum)
-    transform_exec.elementwise(backend, "value", value, spectrum, out, rows=1,
-                               size=spectrum.numel(), storage=dst_storage,
-                               precision=precision, eps=eps)  # fmt: skip
-    return out
+    return _apply_value(spectrum, value, eps, out, dst_storage)
 
 
-def _apply_value(spectrum: torch.Tensor, value: str, eps: float) -> torch.Tensor:
+def _apply_value(spectrum: torch.Tensor, value: str, eps: float, out=None,
+                 storage: str | None = None) -> torch.Tensor:  # fmt: skip
+    """A contiguous complex spectrum -> magnitude / power / dB (10 log10 max(power, eps)) by
+    the ``value`` kernel (the torch-free route's, so both routes give the same bits) into
+    ``out`` (a new tensor of the precision's real dtype if None); complex stays as it is."""
     if value == "complex":
         return spectrum
-    power = spectrum.real * spectrum.real + spectrum.imag * spectrum.imag
-    if value == "power":
-        return power
-    if value == "magnitude":
-        return power.sqrt()
-    return 10.0 * torch.log10(power.clamp_min(eps))
+    precision = _STORAGE[spectrum.dtype][1]
+    if out is None:
+        out = torch.empty(spectrum.shape, dtype=_dtype(precision), device=spectrum.device)
+    transform_exec.elementwise(TorchCudaBackend(spectrum.device), "value", value, spectrum,
+                               out, rows=1, size=spectrum.numel(), storage=storage or precision,
+                               precision=precision, eps=eps)  # fmt: skip
+    return out
 
 
 def stft(x: torch.Tensor, window, p: StftParams, output: str, eps: float) -> torch.Tensor:
@@ -234,11 +237,6 @@ def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: st
 # cqt / cqt_adjoint
 
 
-def _cqt_kernel(backend, spec: ConstantQSpec, precision: str, group) -> torch.Tensor:
-    key = ("cqt kernel", spec.as_key(), precision, group.start, group.stop)
-    return backend.constant(key, group.kernel)
-
-
 def _chunks(frame_length: int, hop: int):
     return [(first, min(hop, frame_length - first)) for first in range(0, frame_length, hop)]
 
@@ -255,30 +253,23 @@ def _exact(fn):
     return wrapper
 
 
-@_exact
 def cqt(x: torch.Tensor, spec: ConstantQSpec, pad_mode: str, output: str, eps: float):
     """``(..., L)`` real -> ``(..., n_bins, n_frames)``: the CPU backend's definition (exact
-    correlation with librosa's filters, no decimation), as chunked products on the GPU."""
+    correlation with librosa's filters, no decimation), one tiled correlation kernel per
+    octave group over the padded signal (the torch-free route's launches, so both routes
+    give the same bits)."""
     _, precision = _storage(x)
     x = _dense(x).to(_dtype(precision))
     *batch, length = x.shape
     count = x.numel() // length if length else 0
-    hop = spec.hop_length
     plan, n_frames, pad = transform_exec.cqt_plan(spec, precision, length, max(count, 1))
     out = torch.zeros((count, n_frames, 2 * spec.n_bins), dtype=x.dtype, device=x.device)
     if count and n_frames:
         flat = x.reshape(count, length)
         xp = frame(flat, length + 2 * pad, 1, pad, pad_mode).reshape(count, length + 2 * pad)
-        backend = TorchCudaBackend(x.device)
-        for g in plan.frames:
-            kernel = _cqt_kernel(backend, spec, precision, g)
-            acc = None
-            for first, width in _chunks(g.frame_length, hop):
-                view = xp.as_strided((count, n_frames, width), (xp.stride(0), hop, 1),
-                                     pad + g.offset + first)  # fmt: skip
-                part = view @ kernel[first : first + width]
-                acc = part if acc is None else acc.add_(part)
-            out[:, :, 2 * g.start : 2 * g.stop] = acc
+        transform_exec.cqt_correlate(TorchCudaBackend(x.device), xp, out, spec, plan,
+                                     count=count, n_frames=n_frames, row_len=length + 2 * pad,
+                                     pad=pad, precision=precision)  # fmt: skip
     spectrum = torch.view_as_complex(out.view(count, n_frames, spec.n_bins, 2))
     result = _apply_value(spectrum, output, eps).reshape(*batch, n_frames, spec.n_bins)
     return result.transpose(-1, -2)
@@ -299,7 +290,7 @@ def cqt_adjoint(grad: torch.Tensor, spec: ConstantQSpec, pad_mode: str, length: 
     if count and n_frames:
         backend = TorchCudaBackend(grad.device)
         for g in plan.frames:
-            kernel = _cqt_kernel(backend, spec, precision, g)
+            kernel = transform_exec.cqt_kernel(backend, spec, precision, g)
             cotangent = real[:, :, 2 * g.start : 2 * g.stop]
             for first, width in _chunks(g.frame_length, hop):
                 part = cotangent @ kernel[first : first + width].T  # (count, T, width)
