@@ -15,7 +15,7 @@ torch ops, whose CUDA kernels are specux's own) and DeviceArrays (the torch-free
 - everything else (torch tensors, numpy without a GPU) calls the function unchanged.
 
 Both routes run the same kernels in the same order, so they give the same bits (cqt / vqt
-excepted: torch's route multiplies by cuBLAS, the torch-free one correlates in a kernel).
+included: both correlate in the same tiled kernel).
 Results follow API.md's dtype rules for the input's library (complex64 where torch would
 give complex32). cupy inputs are forward-only (cupy has no autograd).
 """
