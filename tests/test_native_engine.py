@@ -78,6 +78,26 @@ def test_convert_views_casts_pads_and_conjugates():
     assert np.array_equal(real, x.real.astype(np.float32))
 
 
+def test_convert_keeps_view_tables(monkeypatch):
+    """A repeated conversion uploads nothing (its view's geometry table is kept per device);
+    past the bound, tables are uploaded per call and the results stay right."""
+    device = emulate.HostDevice()
+    x = device.upload(_signal((4, 6)))
+    uploads = []
+    copy_in = device.copy_in
+    monkeypatch.setattr(device, "copy_in", lambda ptr, host: (uploads.append(host.nbytes),
+                                                               copy_in(ptr, host)))  # fmt: skip
+    first = device.download(native.convert(x.swapaxes(0, 1), "float64"))
+    assert len(uploads) == 1  # the table, once
+    again = device.download(native.convert(x.swapaxes(0, 1), "float64"))
+    assert len(uploads) == 1 and np.array_equal(first, again)
+    monkeypatch.setattr(native, "VIEW_TABLES", 1)
+    for _ in range(2):  # another geometry past the bound: uploaded each time, not kept
+        got = device.download(native.convert(x.view((4, 3), (6, 2)), "float64"))
+        assert np.array_equal(got, _signal((4, 6))[:, ::2])
+    assert len(uploads) == 3 and len(device.constants["view tables"]) == 1
+
+
 @pytest.mark.parametrize("name, kwargs", [
     ("fft", {}), ("ifft", {"norm": "ortho"}), ("fft", {"n": 12}), ("rfft", {}),
     ("irfft", {"n": 14}), ("hfft", {}), ("ihfft", {}), ("fft2", {}), ("rfftn", {}),

@@ -135,6 +135,10 @@ class DeviceArray:
                 f"device={self.device!r})")  # fmt: skip
 
 
+# Distinct view geometry tables a device keeps (a few hundred bytes each).
+VIEW_TABLES = 4096
+
+
 class Device:
     """Memory and launches of one call (subclasses: the CUDA runtime, the host emulation).
 
@@ -192,6 +196,20 @@ class Device:
             array = self.constants.setdefault(full_key, self.keep(np.array(values)))
         return array
 
+    def view_table(self, table: np.ndarray) -> DeviceArray:
+        """A view's geometry table (``convert``'s int64 ndim / shapes / strides), uploaded once
+        per distinct table and kept like the constants, so a repeated call uploads nothing;
+        past ``VIEW_TABLES`` distinct tables a device uploads the rest per call (bounded
+        memory for a process that meets endless shapes)."""
+        tables = self.constants.setdefault("view tables", {})
+        key = table.tobytes()
+        cached = tables.get(key)
+        if cached is not None:
+            return cached
+        if len(tables) >= VIEW_TABLES:
+            return self.upload(table)
+        return tables.setdefault(key, self.keep(np.array(table)))
+
     def keep(self, host: np.ndarray) -> DeviceArray:
         """``host`` uploaded to memory that outlives the call (the constants); by default the
         call's own memory (a subclass whose call memory is freed overrides it)."""
@@ -218,7 +236,7 @@ def convert(x: DeviceArray, dtype: str, shape=None, conj: bool = False,
     nd = max(x.ndim, 1)
     view_shape = x.shape or (1,)
     table = np.array([nd, *(shape or (1,)), *view_shape, *(x.strides or (0,))], dtype=np.int64)
-    transform_exec.convert(device, x.buffer, out, device.upload(table), start=x.offset,
+    transform_exec.convert(device, x.buffer, out, device.view_table(table), start=x.offset,
                            size=out.size, src_dtype=x.dtype, dst_dtype=out.dtype,
                            conj=conj)  # fmt: skip
     return out
