@@ -215,6 +215,10 @@ def _transform_families(recorder):
                 option = transform_exec.correlate_option(rows, 400, columns, 2000, precision)
                 recorder.specs.add(GatherSpec("correlate", precision, precision, option))
         recorder.specs.add(GatherSpec("partsum", precision, precision))
+        for hop in (1, 64, 512):  # the adjoint's tiles
+            for blocks in (10, 1000, 10000):
+                option = transform_exec.correlate_t_option(blocks, hop, precision)
+                recorder.specs.add(GatherSpec("correlate_t", precision, precision, option))
     names = ("float16", "float32", "float64", "complex32", "complex64", "complex128")
     for src in names:
         for dst in names:

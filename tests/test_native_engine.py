@@ -288,6 +288,63 @@ def test_correlate_kernel_is_tile_independent(precision, rows, count, columns, t
     assert rel_peak(np.nan_to_num(results[0]), np.nan_to_num(reference)) <= PEAK[precision]
 
 
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+@pytest.mark.parametrize(("rows", "count", "columns", "taps", "hop"),
+                         [(2, 7, 24, 70, 16), (1, 3, 3, 5, 4), (3, 5, 6, 40, 3),
+                          (2, 4, 5, 300, 64)])  # fmt: skip
+def test_correlate_t_kernel_is_the_transpose(precision, rows, count, columns, taps, hop):
+    """The transposed correlation (cqt's adjoint on CUDA) adds sum_c G[t, c] K[j, c] at
+    sample start + t * hop + j to what the output holds, the same bits for every tile
+    (partial tiles of sample blocks and of the hop; taps not a multiple of the hop)."""
+    from specux.kernels import transform_exec
+
+    rng = np.random.default_rng(taps)
+    width, column, start = columns + 6, 4, 3
+    row_len = start + (count - 1) * hop + taps + 5
+    grad = rng.standard_normal((rows, count, width)).astype(precision)
+    kernel = rng.standard_normal((taps, columns)).astype(precision)
+    reference = np.full((rows, row_len), 0.5)
+    for t in range(count):
+        part = grad[:, t, column : column + columns].astype(np.float64) @ kernel.T
+        reference[:, start + t * hop : start + t * hop + taps] += part
+    results = []
+    for option in (None, "c8n1m1", "c8n4m2", "c2n3m1", "c4n2m4"):
+        out = np.full((rows, row_len), 0.5, precision)
+        transform_exec.correlate_t(emulate.HostBackend(), grad, out,
+                                   transform_exec.hop_major(kernel, hop), rows=rows,
+                                   count=count, columns=columns, taps=taps, hop=hop,
+                                   row_len=row_len, start=start, in_width=width,
+                                   column=column, precision=precision,
+                                   option=option)  # fmt: skip
+        results.append(out)
+    for out in results[1:]:
+        assert np.array_equal(out, results[0])
+    assert rel_peak(results[0], reference) <= PEAK[precision]
+
+
+def test_cqt_adjoint_kernels_equal_the_cpu_adjoint():
+    """transform_exec.cqt_correlate_t (the CUDA cqt adjoint's launches) on a real plan, the
+    constant padding's fold being a crop, against the CPU backend's exact adjoint."""
+    from specux.kernels import transform_exec
+    from specux.kernels.cpu import cqt as cpu_cqt
+    from specux.meta.cqt_params import cqt_arguments
+
+    kw = dict(sr=1000, hop_length=32, fmin=30.0, n_bins=12, bins_per_octave=6)
+    spec = cqt_arguments(**kw, pad_mode="constant", output="complex", eps=1e-10)[0]
+    count, length = 2, 500
+    plan, n_frames, pad = transform_exec.cqt_plan(spec, "float64", length, count)
+    rng = np.random.default_rng(3)
+    grad = rng.standard_normal((count, 12, n_frames)) + 1j * rng.standard_normal(
+        (count, 12, n_frames))  # fmt: skip
+    real = np.ascontiguousarray(grad.swapaxes(-1, -2)).view(np.float64)  # (count, T, 24)
+    xbar = np.zeros((count, length + 2 * pad))
+    transform_exec.cqt_correlate_t(emulate.HostBackend(), real, xbar, spec, plan, count=count,
+                                   n_frames=n_frames, row_len=length + 2 * pad, pad=pad,
+                                   precision="float64")  # fmt: skip
+    reference = cpu_cqt.cqt_adjoint(grad, spec, "constant", length)
+    assert rel_peak(xbar[:, pad : pad + length], reference) <= PEAK["float64"]
+
+
 def test_correlate_tile_is_validated():
     from specux.kernels.codegen.gather import GatherSpec
 

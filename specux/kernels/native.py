@@ -7,8 +7,7 @@ launches (``specux.kernels.cuda.device`` on a GPU stream; ``specux.kernels.emula
 same code on the host, which is how CI checks it). :class:`NativeEngine` is the engine the
 public functions use for such arrays (``specux.engines``): the same kernels and launch
 sequences as the torch CUDA kernels (``specux.kernels.cuda``), so both routes give the same
-bits, except ``cqt`` / ``vqt``, which run here as one correlation kernel per octave group
-(no cuBLAS without torch) instead of torch's chunked matrix products.
+bits (``cqt`` / ``vqt`` included: one tiled correlation kernel per octave group on both).
 """
 
 from __future__ import annotations

@@ -230,6 +230,54 @@ def correlate(backend, src, dst, kernel, *, rows: int, count: int, columns: int,
                     precision=precision)  # fmt: skip
 
 
+def correlate_t_option(rows: int, columns: int, precision: str = "float32") -> str:
+    """The tile of a transposed correlation (``rows`` sample blocks by ``columns`` = hop
+    samples): 8 column lanes of up to 4 columns, rows 4 a thread unless that leaves fewer
+    than ``_CORRELATE_FILL`` blocks (then 2, then 1)."""
+    n = min(4, max(1, -(-columns // 8)))
+    m = 4
+    while m > 1 and (-(-rows // (16 * m)) * -(-columns // (8 * n)) < _CORRELATE_FILL
+                     or correlate_shared_bytes(f"c8n{n}m{m}", precision) > _SHARED_DEFAULT):
+        m //= 2
+    return f"c8n{n}m{m}"
+
+
+def correlate_t(backend, src, dst, kernel_t, *, rows: int, count: int, columns: int,
+                taps: int, hop: int, row_len: int, start: int, in_width: int, column: int,
+                precision: str, option: str | None = None) -> None:  # fmt: skip
+    """The transpose of :func:`correlate`: ``dst[r, start + t * hop + j] += sum_c src[r, t,
+    column + c] * kernel[j, c]`` (``src`` rows of ``in_width``, ``dst`` rows of
+    ``row_len``); ``kernel_t`` is :func:`hop_major` of the kernel."""
+    if taps < 1 or hop < 1:
+        raise ValueError(f"correlate_t needs taps >= 1 and hop >= 1, got {taps}, {hop}")
+    if rows * count * columns == 0:
+        return
+    blocks_per_row = count + -(-taps // hop) - 1
+    option = option or correlate_t_option(rows * blocks_per_row, hop, precision)
+    lanes, n, _ = correlate_tile(option)
+    if correlate_shared_bytes(option, precision) > _SHARED_DEFAULT:
+        raise ValueError(f"correlate option={option!r} needs more than 48 KiB of shared memory "
+                         f"in {precision}")  # fmt: skip
+    spec = GatherSpec("correlate_t", precision, precision, option)
+    args = _args(backend, src, dst, kernel_t, rows=rows, count=count, size=columns,
+                 frame_len=taps, hop=hop, pad=column, sig_len=row_len, start=start,
+                 stop=in_width)  # fmt: skip
+    blocks = -(-rows * blocks_per_row // correlate_frames(option)) * -(-hop // (lanes * n))
+    backend.launch(spec, blocks, CORRELATE_THREADS, correlate_shared_bytes(option, precision),
+                   args)  # fmt: skip
+
+
+def hop_major(kernel: np.ndarray, hop: int) -> np.ndarray:
+    """``(taps, C)`` -> ``(Q * C, hop)`` with ``[q * C + c, u] = kernel[q * hop + u, c]``
+    (zeros past the taps; Q = ceil(taps / hop)): correlate_t's right operand."""
+    taps, columns = kernel.shape
+    q = -(-taps // hop)
+    padded = np.zeros((q * hop, columns), dtype=kernel.dtype)
+    padded[:taps] = kernel
+    return np.ascontiguousarray(padded.reshape(q, hop, columns).transpose(0, 2, 1)
+                                .reshape(q * columns, hop))  # fmt: skip
+
+
 def filterbank_stft(backend, src, dst, window, bands, weights, *, p: StftParams, signals: int,
                     sig_len: int, n_out: int, power: float, db_factor: float | None, eps: float,
                     storage: str, precision: str) -> None:  # fmt: skip
@@ -305,6 +353,21 @@ def cqt_kernel(backend, spec: ConstantQSpec, precision: str, group):
     return backend.constant(key, group.kernel)
 
 
+def cqt_correlate_t(backend, grad, xbar, spec: ConstantQSpec, plan, *, count: int,
+                    n_frames: int, row_len: int, pad: int, precision: str) -> None:  # fmt: skip
+    """The transpose of :func:`cqt_correlate` (the constant-Q adjoint before the padding's
+    fold): ``grad`` ``(count, n_frames, 2 * n_bins)`` real, its products added into ``xbar``
+    ``(count, row_len)`` (zeros on entry), one launch per octave group, in plan order."""
+    hop = spec.hop_length
+    for g in plan.frames:
+        key = ("cqt kernel by hop", spec.as_key(), precision, g.start, g.stop)
+        kernel_t = backend.constant(key, hop_major(g.kernel, hop))
+        correlate_t(backend, grad, xbar, kernel_t, rows=count, count=n_frames,
+                    columns=2 * (g.stop - g.start), taps=g.frame_length, hop=hop,
+                    row_len=row_len, start=pad + g.offset, in_width=2 * spec.n_bins,
+                    column=2 * g.start, precision=precision)  # fmt: skip
+
+
 def cqt_correlate(backend, padded, out, spec: ConstantQSpec, plan, *, count: int,
                   n_frames: int, row_len: int, pad: int, precision: str) -> None:  # fmt: skip
     """The constant-Q correlations of :func:`cqt_plan`'s octave groups: ``padded`` the
@@ -317,7 +380,8 @@ def cqt_correlate(backend, padded, out, spec: ConstantQSpec, plan, *, count: int
                   out_width=2 * spec.n_bins, column=2 * g.start, precision=precision)  # fmt: skip
 
 
-__all__ = ["BankReduce", "bank", "convert", "correlate", "correlate_option", "cqt_correlate",
-           "cqt_kernel", "cqt_plan", "elementwise", "filterbank_of_spectrum", "filterbank_stft",
-           "fold_table", "frame", "istft_overlap_add", "overlap_add", "pad_sources",
-           "sparse_bank", "sparse_bands", "spectrum_value", "stft", "stft_fusable"]  # fmt: skip
+__all__ = ["BankReduce", "bank", "convert", "correlate", "correlate_option", "correlate_t",
+           "correlate_t_option", "cqt_correlate", "cqt_correlate_t", "cqt_kernel", "cqt_plan",
+           "elementwise", "filterbank_of_spectrum", "filterbank_stft", "fold_table", "frame",
+           "hop_major", "istft_overlap_add", "overlap_add", "pad_sources", "sparse_bank",
+           "sparse_bands", "spectrum_value", "stft", "stft_fusable"]  # fmt: skip

@@ -39,11 +39,17 @@ and the torch route's fftconvolve product and unfused stft mapping, so both give
 - ``correlate``: ``out[r, t, pad + c] = sum_j x[r, start + t * hop + j] * table_a[j, c]``
   for ``c < size``, ``j < frame_len`` (rows of ``sig_len`` in, of ``stop`` out): the
   constant-Q kernels of one octave group. A tiled block kernel (``option``
-  ``"c<lanes>n<n>m<m>"``, the tile: see :func:`correlate_tile`), the one kind whose threads
-  share memory; kernels longer than ``CORRELATE_SPLIT`` taps write one partial sum per split
-  (``(splits, rows * count, size)``) instead, and
+  ``"c<lanes>n<n>m<m>"``, the tile: see :func:`correlate_tile`); kernels longer than
+  ``CORRELATE_SPLIT`` taps write one partial sum per split (``(splits, rows * count,
+  size)``) instead, and
 - ``partsum`` adds them up in split order: ``out[q, pad + c] = sum_s in[s, q, c]`` over
   ``count`` splits, ``rows`` frames of ``stop`` outputs.
+- ``correlate_t``: the transpose of ``correlate`` (the constant-Q adjoint), tiled too:
+  ``out[r, start + t * hop + j] += sum_c x[r, t, pad + c] * kernel[j, c]`` for the
+  ``count`` frames of rows of ``stop`` values in, rows of ``sig_len`` out, with ``table_a``
+  the kernel regrouped hop by hop (see ``_tiled_transpose``); each output sample is one
+  thread's sum over its frames and columns (no atomics), added to what ``out`` holds.
+  The tiled kinds are the ones whose threads share memory.
 """
 
 from __future__ import annotations
@@ -77,7 +83,7 @@ GATHER_PARAMS = (
 )
 
 KINDS = ("frame", "ola", "fold", "istft", "bank", "convert", "map", "value", "cmul", "rowmax",
-         "colnorm", "correlate", "partsum")  # fmt: skip
+         "colnorm", "correlate", "correlate_t", "partsum")  # fmt: skip
 # dtype name -> storage type of the array kinds
 _ARRAY_TYPES = {"float16": "unsigned short", "float32": "float", "float64": "double",
                 "complex32": "specux_c16", "complex64": "specux_c32",
@@ -106,7 +112,7 @@ class GatherSpec:
     def tiled(self) -> bool:
         """A block kernel (threads of a block share memory) rather than one thread per
         output: launched as ``(blocks, CORRELATE_THREADS, shared bytes)``."""
-        return self.kind == "correlate"
+        return self.kind in TILED_KINDS
 
 
 def _ola_sum(weighted: bool) -> str:
@@ -317,24 +323,34 @@ def _colnorm(spec: GatherSpec) -> str:
     ])  # fmt: skip
 
 
-# The tiled correlation (a GEMM whose left operand is the signals' frames, read in place).
-# The frames of every row form one axis of ``rows * count`` frames. A block of
-# CORRELATE_THREADS threads owns a tile of (threads / lanes) * m frames by lanes * n columns
-# and one split of CORRELATE_SPLIT taps; thread (tx, ty) = (tid % lanes, tid / lanes) keeps
-# the m * n sums of frames ty * m + i and columns tx * n + k in registers. CORRELATE_TAPS taps
-# of the tile's frames (stored tap-major) and of the kernel are staged in shared memory at a
-# time. A kernel longer than a split writes each split's sums to a partials array that the
-# ``partsum`` kind adds up in split order. Every sum runs over its split's taps in ascending
-# order in one accumulator, whatever the tile: the result depends on the taps alone.
+# The tiled correlations: GEMMs whose left operand is read in place from an array with
+# overlapping (or shifted) rows, one block of CORRELATE_THREADS threads per output tile of
+# (threads / lanes) * m rows by lanes * n columns; thread (tx, ty) = (tid % lanes,
+# tid / lanes) keeps the m * n sums of rows ty * m + i and columns tx * n + k in registers.
+# CORRELATE_TAPS reduction steps of both operands are staged in shared memory at a time (the
+# left one step-major, rows padded by one slot so a warp's stores hit distinct banks). Every
+# sum runs over its reduction range in ascending order in one accumulator, whatever the tile:
+# the result depends on the operands alone.
+# - correlate: rows are the frames of every signal (``rows * count``), columns the kernel's
+#   ``size`` columns, the reduction the taps: A[f, j] = x[r, start + t * hop + j], B = the
+#   kernel (taps, size). A kernel longer than CORRELATE_SPLIT taps is cut into splits (one
+#   block per split), each split's sums written to a partials array that ``partsum`` adds
+#   up in split order.
+# - correlate_t, its transpose (the cqt adjoint): xbar[r, start + b * hop + u] += sum over
+#   (q, c) of G[r, b - q, pad + c] * KT[q * size + c, u] for the ``count + Q - 1`` hop-wide
+#   sample blocks b of each signal (Q = ceil(frame_len / hop)), columns u < hop, the
+#   reduction over the Q * size pairs (q, c); KT[q * size + c, u] = kernel[q * hop + u, c]
+#   (zero past the taps). Each sample is one thread's: no atomics.
 CORRELATE_THREADS = 128
 CORRELATE_TAPS = 32
 CORRELATE_SPLIT = 256  # a multiple of CORRELATE_TAPS
 CORRELATE_LANES = (1, 2, 4, 8)  # column lanes a tile may have
+TILED_KINDS = ("correlate", "correlate_t")
 
 
 def correlate_tile(option: str) -> tuple[int, int, int]:
-    """(lanes, n, m) of a correlate option ``"c<lanes>n<n>m<m>"``: a block's tile is
-    ``(CORRELATE_THREADS // lanes) * m`` frames by ``lanes * n`` columns."""
+    """(lanes, n, m) of a tiled kind's option ``"c<lanes>n<n>m<m>"``: a block's tile is
+    ``(CORRELATE_THREADS // lanes) * m`` rows by ``lanes * n`` columns."""
     match = re.fullmatch(r"c([1248])n([1-8])m([1-8])", option)
     if match is None:
         raise ValueError(f"correlate option={option!r} is not 'c<1|2|4|8>n<1..8>m<1..8>'")
@@ -342,61 +358,110 @@ def correlate_tile(option: str) -> tuple[int, int, int]:
 
 
 def correlate_frames(option: str) -> int:
-    """Frames of a correlate block's tile."""
+    """Rows of a tiled block's tile."""
     lanes, _, m = correlate_tile(option)
     return CORRELATE_THREADS // lanes * m
 
 
 def correlate_shared_bytes(option: str, precision: str) -> int:
-    """Dynamic shared memory of a correlate block: the tile's frame offsets (int64), its
-    frames tap-major (rows padded by one slot: the stores of a warp hit distinct banks) and
-    the kernel's taps."""
+    """Dynamic shared memory of a tiled block: two int64 per tile row (where its operand
+    row starts, and its block index for correlate_t), the left operand's staged steps
+    (rows padded by one slot) and the right one's."""
     lanes, n, _ = correlate_tile(option)
     tm = correlate_frames(option)
     itemsize = 8 if precision == "float64" else 4
-    return 8 * tm + (CORRELATE_TAPS * (tm + 1) + CORRELATE_TAPS * lanes * n) * itemsize
+    return 16 * tm + (CORRELATE_TAPS * (tm + 1) + CORRELATE_TAPS * lanes * n) * itemsize
 
 
-def _correlate(spec: GatherSpec, barrier: str) -> str:
+def _tiled_forward(tm: int) -> dict:
+    split = CORRELATE_SPLIT
+    return {
+        "setup": [
+            "    const long long n_rows = rows * count, n_cols = size;",
+            f"    const long long splits = (frame_len + {split - 1}) / {split};",
+            "    const long long n_mt = (n_rows + TM - 1) / TM, n_ct = (n_cols + TN - 1) / TN;",
+            "    const long long mt = block % n_mt, ct = (block / n_mt) % n_ct;",
+            "    const long long split = block / (n_mt * n_ct);",
+            f"    const long long k_lo = split * {split};",
+            f"    const long long k_hi = frame_len - k_lo < {split} ? frame_len : k_lo + {split};",
+            "    const storage_t* in = (const storage_t*)in_ptr;",
+            "    const real_t* right = (const real_t*)table_a;",
+        ],
+        # row f of the tile: its frame's first sample, or -1 past the frames
+        "row": "rb[f] = q < n_rows ? (q / count) * sig_len + start + (q % count) * hop : -1;",
+        "left": "rb[f] >= 0 ? to_real(in[rb[f] + k]) : (real_t)0",
+        "right": "right[k * size + c]",
+        "store": [
+            "            if (splits > 1) put(&out[(split * n_rows + q) * size + c], acc[i][k]);",
+            "            else put(&out[q * stop + pad + c], acc[i][k]);",
+        ],
+    }
+
+
+def _tiled_transpose(tm: int) -> dict:
+    return {
+        "setup": [
+            "    const long long taps_q = (frame_len + hop - 1) / hop;  // Q",
+            "    const long long n_blocks = count + taps_q - 1;  // sample blocks a signal",
+            "    const long long n_rows = rows * n_blocks, n_cols = hop;",
+            "    const long long n_mt = (n_rows + TM - 1) / TM, n_ct = (n_cols + TN - 1) / TN;",
+            "    const long long mt = block % n_mt, ct = block / n_mt;",
+            "    const long long k_lo = 0, k_hi = taps_q * size;",
+            "    const long long reach = (count - 1) * hop + frame_len;  // samples written",
+            "    const storage_t* in = (const storage_t*)in_ptr;",
+            "    const real_t* right = (const real_t*)table_a;",
+        ],
+        # row f of the tile: G's row of frame b (rb), and b (rs), or -1 past the blocks
+        "row": "const long long r = q / n_blocks, bq = q % n_blocks;\n"
+               "        rb[f] = q < n_rows ? (r * count + bq) * stop + pad : -1;\n"
+               "        rs[f] = q < n_rows ? bq : -1;",
+        "left": "(rs[f] >= k / size && rs[f] - k / size < count)"
+                " ? to_real(in[rb[f] - (k / size) * stop + k % size]) : (real_t)0",
+        "right": "right[k * hop + c]",
+        "store": [
+            "            const long long r = q / n_blocks, bq = q % n_blocks;",
+            "            if (bq * hop + c >= reach) continue;",
+            "            real_t* o = &out[r * sig_len + start + bq * hop + c];",
+            "            put(o, to_real(*o) + acc[i][k]);",
+        ],
+    }
+
+
+def _tiled(spec: GatherSpec, barrier: str) -> str:
     lanes, n, m = correlate_tile(spec.option)
     tm, tn = correlate_frames(spec.option), lanes * n
-    tk, threads, split = CORRELATE_TAPS, CORRELATE_THREADS, CORRELATE_SPLIT
+    tk, threads = CORRELATE_TAPS, CORRELATE_THREADS
+    parts = (_tiled_forward if spec.kind == "correlate" else _tiled_transpose)(tm)
     return "\n".join([
-        "    const long long frames = rows * count;",
-        f"    const long long splits = (frame_len + {split - 1}) / {split};",
-        f"    const long long n_mt = (frames + {tm - 1}) / {tm}, n_ct = (size + {tn - 1}) / {tn};",
-        "    const long long mt = block % n_mt, ct = (block / n_mt) % n_ct;",
-        "    const long long split = block / (n_mt * n_ct);",
-        f"    const long long m0 = mt * {tm}, c0 = ct * {tn};",
-        f"    const long long j_lo = split * {split};",
-        f"    const long long j_hi = frame_len - j_lo < {split} ? frame_len : j_lo + {split};",
+        f"    const long long TM = {tm}, TN = {tn};",
+        *parts["setup"],
+        "    const long long m0 = mt * TM, c0 = ct * TN;",
         f"    const int tx = tid % {lanes}, ty = tid / {lanes};",
-        "    const storage_t* in = (const storage_t*)in_ptr;",
-        "    const real_t* kern = (const real_t*)table_a;",
-        "    long long* fbase = (long long*)specux_shared;  // a frame's first sample, or -1",
-        f"    real_t* xs = (real_t*)(fbase + {tm});",
+        "    long long* rb = (long long*)specux_shared;",
+        f"    long long* rs = rb + {tm};",
+        f"    real_t* xs = (real_t*)(rs + {tm});",
         f"    real_t* ks = xs + {tk * (tm + 1)};",
         f"    for (int f = tid; f < {tm}; f += {threads}) {{",
         "        const long long q = m0 + f;",
-        "        fbase[f] = q < frames ? (q / count) * sig_len + start + (q % count) * hop : -1;",
+        f"        {parts['row']}",
         "    }",
         f"    real_t acc[{m}][{n}];",
         f"    for (int i = 0; i < {m}; ++i)",
         f"        for (int k = 0; k < {n}; ++k) acc[i][k] = (real_t)0;",
         f"    {barrier}",
-        f"    for (long long j0 = j_lo; j0 < j_hi; j0 += {tk}) {{",
+        f"    for (long long k0 = k_lo; k0 < k_hi; k0 += {tk}) {{",
         f"        for (int i = tid; i < {tm * tk}; i += {threads}) {{",
-        f"            const int f = i / {tk}, k = i % {tk};",
-        "            const long long b = fbase[f], j = j0 + k;",
-        f"            xs[k * {tm + 1} + f] = b >= 0 && j < j_hi ? to_real(in[b + j]) : (real_t)0;",
+        f"            const int f = i / {tk};",
+        f"            const long long k = k0 + i % {tk};",
+        f"            xs[(i % {tk}) * {tm + 1} + f] = k < k_hi ? {parts['left']} : (real_t)0;",
         "        }",
         f"        for (int i = tid; i < {tk * tn}; i += {threads}) {{",
-        f"            const long long j = j0 + i / {tn}, c = c0 + i % {tn};",
-        "            ks[i] = j < j_hi && c < size ? kern[j * size + c] : (real_t)0;",
+        f"            const long long k = k0 + i / {tn}, c = c0 + i % {tn};",
+        f"            ks[i] = k < k_hi && c < n_cols ? {parts['right']} : (real_t)0;",
         "        }",
         f"        {barrier}",
-        f"        const int taps = j_hi - j0 < {tk} ? (int)(j_hi - j0) : {tk};",
-        "        for (int j = 0; j < taps; ++j) {",
+        f"        const int steps = k_hi - k0 < {tk} ? (int)(k_hi - k0) : {tk};",
+        "        for (int j = 0; j < steps; ++j) {",
         f"            real_t a[{m}], b[{n}];",
         f"            for (int i = 0; i < {m}; ++i) a[i] = xs[j * {tm + 1} + ty * {m} + i];",
         f"            for (int k = 0; k < {n}; ++k) b[k] = ks[j * {tn} + tx * {n} + k];",
@@ -409,9 +474,8 @@ def _correlate(spec: GatherSpec, barrier: str) -> str:
         f"    for (int i = 0; i < {m}; ++i)",
         f"        for (int k = 0; k < {n}; ++k) {{",
         f"            const long long q = m0 + ty * {m} + i, c = c0 + tx * {n} + k;",
-        "            if (q >= frames || c >= size) continue;",
-        "            if (splits > 1) put(&out[(split * frames + q) * size + c], acc[i][k]);",
-        "            else put(&out[q * stop + pad + c], acc[i][k]);",
+        "            if (q >= n_rows || c >= n_cols) continue;",
+        *parts["store"],
         "        }",
     ])  # fmt: skip
 
@@ -439,7 +503,7 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
     params = ", ".join(f"{t} {name}" for t, name in GATHER_PARAMS)
     args = ", ".join(name for _, name in GATHER_PARAMS)
     if spec.tiled:
-        open_, body = dialect.block_open, _correlate(spec, dialect.barrier)
+        open_, body = dialect.block_open, _tiled(spec, dialect.barrier)
         close = dialect.block_close
     else:
         open_, body, close = dialect.kernel_open, _body(spec), dialect.kernel_close
@@ -458,5 +522,5 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
 
 
 __all__ = ["CORRELATE_LANES", "CORRELATE_SPLIT", "CORRELATE_TAPS", "CORRELATE_THREADS",
-           "GATHER_NAME", "GATHER_PARAMS", "GatherSpec", "correlate_frames",
+           "GATHER_NAME", "GATHER_PARAMS", "TILED_KINDS", "GatherSpec", "correlate_frames",
            "correlate_shared_bytes", "correlate_tile", "render_gather"]  # fmt: skip

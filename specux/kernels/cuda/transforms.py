@@ -10,15 +10,13 @@ torch's current stream, buffers from torch's caching allocator.
   memory and a sparse filterbank reduces it there (dB in the same kernel); the output is the
   only memory written. n_fft beyond a block: the spectrum in memory, then a bank kernel.
 - frame / overlap_add: the gather kernels (the adjoints of the stft and istft use them).
-- cqt: the CPU backend's exact octave kernels, one tiled correlation kernel per octave group
-  over the padded signal (padded by the frame kernel); cqt_adjoint: their transposes as
-  hop-wide chunked products (torch's matmul).
+- cqt / cqt_adjoint: the CPU backend's exact octave kernels, one tiled correlation kernel
+  (its transpose for the adjoint) per octave group over the padded signal (padded by the
+  frame kernel; the adjoint's padding folded by the overlap-add gather). No cuBLAS.
 - fftconvolve: FFTs of both zero-padded inputs, the product, one inverse FFT.
 """
 
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 import torch
@@ -237,22 +235,6 @@ def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: st
 # cqt / cqt_adjoint
 
 
-def _chunks(frame_length: int, hop: int):
-    return [(first, min(hop, frame_length - first)) for first in range(0, frame_length, hop)]
-
-
-def _exact(fn):
-    """Run ``fn`` with autocast off: its products (torch's matmul) stay in the compute
-    precision inside a caller's ``torch.autocast`` region."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with torch.autocast("cuda", enabled=False):
-            return fn(*args, **kwargs)
-
-    return wrapper
-
-
 def cqt(x: torch.Tensor, spec: ConstantQSpec, pad_mode: str, output: str, eps: float):
     """``(..., L)`` real -> ``(..., n_bins, n_frames)``: the CPU backend's definition (exact
     correlation with librosa's filters, no decimation), one tiled correlation kernel per
@@ -275,29 +257,23 @@ def cqt(x: torch.Tensor, spec: ConstantQSpec, pad_mode: str, output: str, eps: f
     return result.transpose(-1, -2)
 
 
-@_exact
 def cqt_adjoint(grad: torch.Tensor, spec: ConstantQSpec, pad_mode: str, length: int):
-    """The exact transpose of :func:`cqt` (complex output): ``Re(A^H G)``."""
+    """The exact transpose of :func:`cqt` (complex output): ``Re(A^H G)``, one transposed
+    correlation kernel per octave group (each padded sample one thread's sum: no atomics,
+    no cuBLAS), then the padding's fold."""
     precision = _STORAGE[grad.dtype][1]
     ctype = _spectrum_dtype(precision, "complex")
     *batch, n_bins, n_frames = grad.shape
     count = grad.numel() // (n_bins * n_frames) if n_bins * n_frames else 0
     columns = grad.transpose(-1, -2).to(ctype).contiguous().reshape(count, n_frames, n_bins)
     real = torch.view_as_real(columns).reshape(count, n_frames, 2 * n_bins)
-    hop = spec.hop_length
     plan, _, pad = transform_exec.cqt_plan(spec, precision, length, max(count, 1))
     xbar = torch.zeros((count, length + 2 * pad), dtype=real.dtype, device=grad.device)
     if count and n_frames:
-        backend = TorchCudaBackend(grad.device)
-        for g in plan.frames:
-            kernel = transform_exec.cqt_kernel(backend, spec, precision, g)
-            cotangent = real[:, :, 2 * g.start : 2 * g.stop]
-            for first, width in _chunks(g.frame_length, hop):
-                part = cotangent @ kernel[first : first + width].T  # (count, T, width)
-                # Chunks are at most a hop wide: the frames of one chunk never overlap.
-                target = xbar.as_strided((count, n_frames, width), (xbar.stride(0), hop, 1),
-                                         pad + g.offset + first)  # fmt: skip
-                target.add_(part)
+        transform_exec.cqt_correlate_t(TorchCudaBackend(grad.device), real, xbar, spec, plan,
+                                       count=count, n_frames=n_frames,
+                                       row_len=length + 2 * pad, pad=pad,
+                                       precision=precision)  # fmt: skip
     folded = overlap_add(xbar.reshape(count, 1, length + 2 * pad), length, 1, pad, pad_mode)
     return folded.reshape(*batch, length)
 
