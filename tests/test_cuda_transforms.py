@@ -731,8 +731,8 @@ def _reproducibility_runs(dtype):
 
 @pytest.mark.parametrize("switch", ["specux.deterministic", "torch.use_deterministic_algorithms"])
 def test_deterministic_mode_is_bitwise_reproducible(switch, monkeypatch):
-    # specux makes no cuBLAS call (torch's deterministic mode would raise for one without
-    # this variable): unset, so one would show here.
+    # The transforms and their input gradients make no cuBLAS call (torch's deterministic
+    # mode would raise for one without this variable): unset, so one would show here.
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     runs = {}
     if switch == "specux.deterministic":
