@@ -345,6 +345,44 @@ def test_cqt_adjoint_kernels_equal_the_cpu_adjoint():
     assert rel_peak(xbar[:, pad : pad + length], reference) <= PEAK["float64"]
 
 
+_TILES = ("c1n1m1", "c2n3m2", "c8n3m1", "c4n2m4", "c8n1m2")
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.integers(1, 3), count=st.integers(1, 40), columns=st.integers(1, 30),
+       taps=st.integers(1, 600), hop=st.integers(1, 70), tile=st.sampled_from(_TILES))  # fmt: skip
+def test_tiled_correlations_are_transposes(rows, count, columns, taps, hop, tile):
+    """For random shapes (taps below, at and above the hop; several splits; one frame; one
+    column) and tiles: correlate equals a float64 product, and correlate_t is its exact
+    transpose: <correlate(x), g> == <x, correlate_t(g)> to rounding."""
+    from specux.kernels import transform_exec
+
+    rng = np.random.default_rng(rows * 1000 + count * 31 + taps)
+    start, column, width = 2, 1, columns + 3
+    row_len = start + (count - 1) * hop + taps + 4
+    x = rng.standard_normal((rows, row_len))
+    kernel = rng.standard_normal((taps, columns))
+    grad = rng.standard_normal((rows, count, width))
+    backend = emulate.HostBackend()
+    out = np.zeros((rows, count, width))
+    transform_exec.correlate(backend, x, out, kernel, rows=rows, count=count, columns=columns,
+                             taps=taps, hop=hop, row_len=row_len, start=start,
+                             out_width=width, column=column, precision="float64",
+                             option=tile)  # fmt: skip
+    frames = np.stack([x[:, start + t * hop : start + t * hop + taps] for t in range(count)], 1)
+    assert rel_peak(out[..., column : column + columns], frames @ kernel) <= 1e-12
+    assert not out[..., :column].any() and not out[..., column + columns :].any()
+    xbar = np.zeros((rows, row_len))
+    transform_exec.correlate_t(backend, grad, xbar, transform_exec.hop_major(kernel, hop),
+                               rows=rows, count=count, columns=columns, taps=taps, hop=hop,
+                               row_len=row_len, start=start, in_width=width, column=column,
+                               precision="float64", option=tile)  # fmt: skip
+    lhs = np.sum(out[..., column : column + columns] * grad[..., column : column + columns])
+    rhs = np.sum(x * xbar)
+    assert abs(lhs - rhs) <= 1e-10 * max(1.0, abs(lhs))
+    assert not xbar[:, :start].any() and not xbar[:, start + (count - 1) * hop + taps :].any()
+
+
 def test_correlate_tile_is_validated():
     from specux.kernels.codegen.gather import GatherSpec
 
