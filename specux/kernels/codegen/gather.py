@@ -342,7 +342,7 @@ def _colnorm(spec: GatherSpec) -> str:
 #   reduction over the Q * size pairs (q, c); KT[q * size + c, u] = kernel[q * hop + u, c]
 #   (zero past the taps). Each sample is one thread's: no atomics.
 CORRELATE_THREADS = 128
-CORRELATE_TAPS = 32
+CORRELATE_TAPS = 32  # divides CORRELATE_THREADS: a thread stages one step of several rows
 CORRELATE_SPLIT = 256  # a multiple of CORRELATE_TAPS
 CORRELATE_LANES = (1, 2, 4, 8)  # column lanes a tile may have
 TILED_KINDS = ("correlate", "correlate_t")
@@ -389,6 +389,7 @@ def _tiled_forward(tm: int) -> dict:
         ],
         # row f of the tile: its frame's first sample, or -1 past the frames
         "row": "rb[f] = q < n_rows ? (q / count) * sig_len + start + (q % count) * hop : -1;",
+        "step": "",
         "left": "rb[f] >= 0 ? to_real(in[rb[f] + k]) : (real_t)0",
         "right": "right[k * size + c]",
         "store": [
@@ -415,8 +416,10 @@ def _tiled_transpose(tm: int) -> dict:
         "row": "const long long r = q / n_blocks, bq = q % n_blocks;\n"
                "        rb[f] = q < n_rows ? (r * count + bq) * stop + pad : -1;\n"
                "        rs[f] = q < n_rows ? bq : -1;",
-        "left": "(rs[f] >= k / size && rs[f] - k / size < count)"
-                " ? to_real(in[rb[f] - (k / size) * stop + k % size]) : (real_t)0",
+        # this thread's reduction step k = (hop kq, column kc), the same for all its rows
+        "step": "const long long kq = k / size, kc = k % size;",
+        "left": "(rs[f] >= kq && rs[f] - kq < count)"
+                " ? to_real(in[rb[f] - kq * stop + kc]) : (real_t)0",
         "right": "right[k * hop + c]",
         "store": [
             "            const long long r = q / n_blocks, bq = q % n_blocks;",
@@ -450,10 +453,13 @@ def _tiled(spec: GatherSpec, barrier: str) -> str:
         f"        for (int k = 0; k < {n}; ++k) acc[i][k] = (real_t)0;",
         f"    {barrier}",
         f"    for (long long k0 = k_lo; k0 < k_hi; k0 += {tk}) {{",
-        f"        for (int i = tid; i < {tm * tk}; i += {threads}) {{",
-        f"            const int f = i / {tk};",
-        f"            const long long k = k0 + i % {tk};",
-        f"            xs[(i % {tk}) * {tm + 1} + f] = k < k_hi ? {parts['left']} : (real_t)0;",
+        # each thread stages one reduction step (tid % TK) of every (threads / TK)-th row
+        "        {",
+        f"            const int kk = tid % {tk};",
+        "            const long long k = k0 + kk;",
+        f"            {parts['step']}",
+        f"            for (int f = tid / {tk}; f < {tm}; f += {threads // tk})",
+        f"                xs[kk * {tm + 1} + f] = k < k_hi ? {parts['left']} : (real_t)0;",
         "        }",
         f"        for (int i = tid; i < {tk * tn}; i += {threads}) {{",
         f"            const long long k = k0 + i / {tn}, c = c0 + i % {tn};",
