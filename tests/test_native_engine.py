@@ -263,7 +263,7 @@ def test_correlate_kernel_is_tile_independent(precision, rows, count, columns, t
     """The tiled correlation kernel (cqt's products on both CUDA routes) against a numpy
     product, and every tile (partial tiles of frames, columns and taps; the planner's choice
     among them) gives the same bits, the columns outside its window untouched; 2100 taps
-    take three splits and the partial sums' launch."""
+    take several splits (CORRELATE_SPLIT) and the partial sums' launch."""
     from specux.kernels import transform_exec
 
     rng = np.random.default_rng(columns)
