@@ -173,27 +173,49 @@ _CORRELATE_FILL = 264
 _SHARED_DEFAULT = 48 * 1024
 
 
+def _tiled_blocks(option: str, n_rows: int, n_cols: int, splits: int = 1) -> int:
+    """Blocks of a tiled kind's launch: row tiles x column tiles x splits."""
+    lanes, n, _ = correlate_tile(option)
+    return -(-n_rows // correlate_frames(option)) * -(-n_cols // (lanes * n)) * splits
+
+
+def _tallest_tile(lanes: int, n: int, n_rows: int, n_cols: int, splits: int,
+                  precision: str) -> str:  # fmt: skip
+    """``lanes`` x ``n`` columns, rows 4 a thread (at most 128 a tile) unless that leaves
+    fewer than ``_CORRELATE_FILL`` blocks or needs more than 48 KiB of shared memory (then
+    2, then 1)."""
+    m = min(4, lanes)
+    while m > 1:
+        option = f"c{lanes}n{n}m{m}"
+        if (_tiled_blocks(option, n_rows, n_cols, splits) >= _CORRELATE_FILL
+                and correlate_shared_bytes(option, precision) <= _SHARED_DEFAULT):  # fmt: skip
+            break
+        m //= 2
+    return f"c{lanes}n{n}m{m}"
+
+
+def _launch_tiled(backend, kind: str, option: str, precision: str, n_rows: int, n_cols: int,
+                  splits: int, args: tuple) -> None:  # fmt: skip
+    shared = correlate_shared_bytes(option, precision)
+    if shared > _SHARED_DEFAULT:
+        raise ValueError(f"correlate option={option!r} needs more than 48 KiB of shared memory "
+                         f"in {precision}")  # fmt: skip
+    backend.launch(GatherSpec(kind, precision, precision, option),
+                   _tiled_blocks(option, n_rows, n_cols, splits), CORRELATE_THREADS, shared,
+                   args)  # fmt: skip
+
+
 def correlate_option(rows: int, count: int, columns: int, taps: int,
                      precision: str = "float32") -> str:  # fmt: skip
     """The tile of a correlation (``gather.correlate_tile``): the fewest column lanes (1, 2,
-    4, 8) that leave at most 3 columns a thread (8 lanes beyond 24 columns), frames 4 a
-    thread (at most 128 a tile, within 48 KiB of shared memory) unless that leaves fewer than
-    ``_CORRELATE_FILL`` blocks (then 2, then 1). Every tile gives the same bits. (Measured on
-    an H200, cqt's 24-column octaves: 8 lanes of 3 columns beat 4 of 6 -- fewer registers,
-    more resident warps to hide the loads.)"""
+    4, 8) that leave at most 3 columns a thread (8 lanes beyond 24 columns), then
+    :func:`_tallest_tile`. Every tile gives the same bits. (Measured on an H200, cqt's
+    24-column octaves: 8 lanes of 3 columns beat 4 of 6 -- fewer registers, more resident
+    warps to hide the loads.)"""
     lanes = next((c for c in CORRELATE_LANES if -(-columns // c) <= 3), 8)
     n = min(8, -(-columns // lanes))
-    blocks = -(-columns // (lanes * n)) * -(-taps // CORRELATE_SPLIT)
-    m = min(4, lanes)
-
-    def fits(m: int) -> bool:
-        tiles = -(-rows * count // (CORRELATE_THREADS // lanes * m))
-        return blocks * tiles >= _CORRELATE_FILL and (
-            correlate_shared_bytes(f"c{lanes}n{n}m{m}", precision) <= _SHARED_DEFAULT)
-
-    while m > 1 and not fits(m):
-        m //= 2
-    return f"c{lanes}n{n}m{m}"
+    return _tallest_tile(lanes, n, rows * count, columns, -(-taps // CORRELATE_SPLIT),
+                         precision)  # fmt: skip
 
 
 def correlate(backend, src, dst, kernel, *, rows: int, count: int, columns: int, taps: int,
@@ -209,11 +231,6 @@ def correlate(backend, src, dst, kernel, *, rows: int, count: int, columns: int,
     if rows * count * columns == 0:
         return
     option = option or correlate_option(rows, count, columns, taps, precision)
-    lanes, n, _ = correlate_tile(option)
-    if correlate_shared_bytes(option, precision) > _SHARED_DEFAULT:
-        raise ValueError(f"correlate option={option!r} needs more than 48 KiB of shared memory "
-                         f"in {precision}")  # fmt: skip
-    spec = GatherSpec("correlate", precision, precision, option)
     splits = -(-taps // CORRELATE_SPLIT)
     frames = rows * count
     target = dst if splits == 1 else backend.scratch(-(-splits * frames * columns // 2),
@@ -221,9 +238,7 @@ def correlate(backend, src, dst, kernel, *, rows: int, count: int, columns: int,
     args = _args(backend, src, target, kernel, rows=rows, count=count, size=columns,
                  frame_len=taps, hop=hop, pad=column, sig_len=row_len, start=start,
                  stop=out_width)  # fmt: skip
-    blocks = -(-frames // correlate_frames(option)) * -(-columns // (lanes * n)) * splits
-    backend.launch(spec, blocks, CORRELATE_THREADS, correlate_shared_bytes(option, precision),
-                   args)  # fmt: skip
+    _launch_tiled(backend, "correlate", option, precision, frames, columns, splits, args)
     if splits > 1:
         elementwise(backend, "partsum", "", target, dst, rows=frames, size=columns,
                     count=splits, stop=out_width, pad=column, storage=precision,
@@ -232,14 +247,8 @@ def correlate(backend, src, dst, kernel, *, rows: int, count: int, columns: int,
 
 def correlate_t_option(rows: int, columns: int, precision: str = "float32") -> str:
     """The tile of a transposed correlation (``rows`` sample blocks by ``columns`` = hop
-    samples): 8 column lanes of up to 4 columns, rows 4 a thread unless that leaves fewer
-    than ``_CORRELATE_FILL`` blocks (then 2, then 1)."""
-    n = min(4, max(1, -(-columns // 8)))
-    m = 4
-    while m > 1 and (-(-rows // (16 * m)) * -(-columns // (8 * n)) < _CORRELATE_FILL
-                     or correlate_shared_bytes(f"c8n{n}m{m}", precision) > _SHARED_DEFAULT):
-        m //= 2
-    return f"c8n{n}m{m}"
+    samples): 8 column lanes of up to 4 columns, then :func:`_tallest_tile`."""
+    return _tallest_tile(8, min(4, max(1, -(-columns // 8))), rows, columns, 1, precision)
 
 
 def correlate_t(backend, src, dst, kernel_t, *, rows: int, count: int, columns: int,
@@ -252,19 +261,12 @@ def correlate_t(backend, src, dst, kernel_t, *, rows: int, count: int, columns: 
         raise ValueError(f"correlate_t needs taps >= 1 and hop >= 1, got {taps}, {hop}")
     if rows * count * columns == 0:
         return
-    blocks_per_row = count + -(-taps // hop) - 1
-    option = option or correlate_t_option(rows * blocks_per_row, hop, precision)
-    lanes, n, _ = correlate_tile(option)
-    if correlate_shared_bytes(option, precision) > _SHARED_DEFAULT:
-        raise ValueError(f"correlate option={option!r} needs more than 48 KiB of shared memory "
-                         f"in {precision}")  # fmt: skip
-    spec = GatherSpec("correlate_t", precision, precision, option)
+    sample_blocks = rows * (count + -(-taps // hop) - 1)
+    option = option or correlate_t_option(sample_blocks, hop, precision)
     args = _args(backend, src, dst, kernel_t, rows=rows, count=count, size=columns,
                  frame_len=taps, hop=hop, pad=column, sig_len=row_len, start=start,
                  stop=in_width)  # fmt: skip
-    blocks = -(-rows * blocks_per_row // correlate_frames(option)) * -(-hop // (lanes * n))
-    backend.launch(spec, blocks, CORRELATE_THREADS, correlate_shared_bytes(option, precision),
-                   args)  # fmt: skip
+    _launch_tiled(backend, "correlate_t", option, precision, sample_blocks, hop, 1, args)
 
 
 def hop_major(kernel: np.ndarray, hop: int) -> np.ndarray:
