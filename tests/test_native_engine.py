@@ -485,3 +485,21 @@ def test_bluestein_tables_are_reused_by_a_device():
     second = device.download(specux.fft(device.upload(x)))
     assert tables and len(device.constants) == tables
     assert np.array_equal(first, second) and rel_peak(first, np.fft.fft(x)) <= PEAK["float64"]
+
+
+def test_constant_builders_run_once_per_key():
+    """A constant given as a function (a host table that costs time to build: the cqt
+    adjoint's regrouped kernels, cast FFT tables) is built only when its key is new."""
+    device = emulate.HostDevice()
+    builds = []
+
+    def build():
+        builds.append(1)
+        return np.arange(6.0)
+
+    first = device.constant(("test", 1), build)
+    again = device.constant(("test", 1), build)
+    assert again is first and len(builds) == 1
+    assert np.array_equal(device.download(first), np.arange(6.0))
+    device.constant(("test", 2), build)
+    assert len(builds) == 2

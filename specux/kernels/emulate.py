@@ -87,8 +87,8 @@ class HostBackend:
         self._keep.append(buffer)
         return buffer
 
-    def constant(self, key: tuple, values: np.ndarray) -> np.ndarray:
-        buffer = np.ascontiguousarray(values)
+    def constant(self, key: tuple, values) -> np.ndarray:
+        buffer = np.ascontiguousarray(values() if callable(values) else values)
         self._keep.append(buffer)
         return buffer
 

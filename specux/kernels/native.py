@@ -181,18 +181,18 @@ class Device:
         return self.empty((count,), dtypes.complex_of(precision))
 
     def table(self, key: tuple, values: np.ndarray, precision: str) -> DeviceArray:
-        dtype = np.dtype(dtypes.complex_of(precision))
-        cached = self.constants.get((("table", key, precision), dtype.str))
-        if cached is not None:  # no cast of the host table on every launch
-            return cached
-        return self.constant(("table", key, precision), np.asarray(values).astype(dtype))
+        dtype = np.dtype(dtypes.complex_of(precision))  # cast only when not yet on the device
+        return self.constant(("table", key, precision), lambda: np.asarray(values).astype(dtype))
 
-    def constant(self, key: tuple, values: np.ndarray) -> DeviceArray:
-        """``values`` uploaded once per key (and dtype), kept for the process's lifetime."""
-        full_key = (key, np.asarray(values).dtype.str)
+    def constant(self, key: tuple, values) -> DeviceArray:
+        """``values`` uploaded once per key (and dtype), kept for the process's lifetime;
+        ``values`` may be a function building them, called only when ``key`` is new (then
+        ``key`` alone must fix the dtype)."""
+        full_key = (key, "built" if callable(values) else np.asarray(values).dtype.str)
         array = self.constants.get(full_key)
         if array is None:
-            array = self.constants.setdefault(full_key, self.keep(np.array(values)))
+            host = values() if callable(values) else values
+            array = self.constants.setdefault(full_key, self.keep(np.array(host)))
         return array
 
     def view_table(self, table: np.ndarray) -> DeviceArray:

@@ -363,7 +363,7 @@ def cqt_correlate_t(backend, grad, xbar, spec: ConstantQSpec, plan, *, count: in
     hop = spec.hop_length
     for g in plan.frames:
         key = ("cqt kernel by hop", spec.as_key(), precision, g.start, g.stop)
-        kernel_t = backend.constant(key, hop_major(g.kernel, hop))
+        kernel_t = backend.constant(key, lambda g=g: hop_major(g.kernel, hop))
         correlate_t(backend, grad, xbar, kernel_t, rows=count, count=n_frames,
                     columns=2 * (g.stop - g.start), taps=g.frame_length, hop=hop,
                     row_len=row_len, start=pad + g.offset, in_width=2 * spec.n_bins,

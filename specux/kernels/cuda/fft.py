@@ -54,12 +54,16 @@ class TorchCudaBackend:
                 table = self._tables.setdefault(full_key, table)
         return table
 
-    def constant(self, key: tuple, values: np.ndarray) -> torch.Tensor:
-        """``values`` on the device as they are (dtype kept), uploaded once per key."""
-        full_key = ("constant", key, values.dtype.str, self.index)
+    def constant(self, key: tuple, values) -> torch.Tensor:
+        """``values`` on the device as they are (dtype kept), uploaded once per key; a
+        function building them is called only when ``key`` is new (``key`` then fixes the
+        dtype), as :meth:`specux.kernels.native.Device.constant`."""
+        full_key = ("constant", key, "built" if callable(values) else values.dtype.str,
+                    self.index)  # fmt: skip
         table = self._tables.get(full_key)
         if table is None:
-            table = torch.from_numpy(np.array(values)).to(self.device)
+            host = values() if callable(values) else values
+            table = torch.from_numpy(np.array(host)).to(self.device)
             with self._lock:
                 table = self._tables.setdefault(full_key, table)
         return table
