@@ -91,13 +91,16 @@ def _stream_check(cupy) -> None:
     expected = (np.sin(0.001 * i) + 0.5 * np.cos(0.37 * i)).reshape(4, 16000)
     reference = specux.stft(expected, n_fft=512, backend="cpu")
     kernel = cupy.RawKernel(SLOW_FILL, "slow_fill")
+    specux.stft(cupy.zeros((4, 16000), dtype=cupy.float32), n_fft=512)  # constants uploaded
+    cupy.cuda.Device().synchronize()  # (their upload synchronizes; the checked call must not)
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         x = cupy.zeros(n, dtype=cupy.float32)
         kernel(((n + 255) // 256,), (256,), (x, cupy.int64(n)))
         out = specux.stft(x.reshape(4, 16000), n_fft=512)
         doubled = out * 2
-    got = cupy.asnumpy(doubled) / 2
+    # Read back on `stream` too: the legacy default stream does not wait for a non-blocking one.
+    got = cupy.asnumpy(doubled, stream=stream) / 2
     error = np.max(np.abs(got - reference)) / np.max(np.abs(reference))
     assert error <= 1e-4, f"stream order: error {error}"
 

@@ -135,13 +135,16 @@ def test_cupy_nondefault_stream_orders_after_a_slow_producer():
         0.37 * np.arange(n, dtype=np.float32)
     )
     reference = specux.stft(torch.from_numpy(expected_x.reshape(4, 16000)), n_fft=512).numpy()
+    specux.stft(cupy.zeros((4, 16000), dtype=cupy.float32), n_fft=512)  # constants uploaded
+    cupy.cuda.Device().synchronize()  # (their upload synchronizes; the checked call must not)
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         x = cupy.zeros(n, dtype=cupy.float32)
         kernel(((n + 255) // 256,), (256,), (x, cupy.int64(n)))  # slow, queued on `stream`
         out = specux.stft(x.reshape(4, 16000), n_fft=512)  # no synchronization in between
         doubled = out * 2  # cupy work after specux's on the same stream
-    got = cupy.asnumpy(doubled) / 2
+    # Read back on `stream` too: the legacy default stream does not wait for a non-blocking one.
+    got = cupy.asnumpy(doubled, stream=stream) / 2
     assert np.max(np.abs(got - reference)) / np.max(np.abs(reference)) <= 1e-4
 
 
