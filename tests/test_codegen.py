@@ -192,6 +192,12 @@ def _transform_families(recorder):
                                         onesided=onesided, value=value, eps=1e-10, scale=1.0,
                                         precision=precision, src_storage=storage,
                                         dst_storage=storage)  # fmt: skip
+            if onesided:  # the cotangent store of power_adjoint (dst: the compute precision)
+                transform_exec.stft(recorder, None, None, None, signals=1, sig_len=4 * n_fft,
+                                    n_fft=n_fft, hop=n_fft // 4, pad=n_fft // 2, mode="reflect",
+                                    onesided=True, value="cotangent", eps=0.0, scale=1.0,
+                                    precision=precision, src_storage=storage,
+                                    dst_storage=precision, exponent=1.5)  # fmt: skip
             for power, db in ((2.0, None), (1.0, 20.0), (1.5, None)):  # the fused filterbank
                 transform_exec.stft(recorder, None, None, None, signals=1, sig_len=4 * n_fft,
                                     n_fft=n_fft, hop=n_fft // 4, pad=n_fft // 2, mode="constant",
@@ -199,8 +205,9 @@ def _transform_families(recorder):
                                     precision=precision, src_storage=storage,
                                     dst_storage=storage,
                                     bank=transform_exec.BankReduce(8, power, db))  # fmt: skip
-        for kind, options in (("frame", ("constant", "indexed")), ("ola", ("",)), ("fold", ("",)),
-                              ("istft", ("",)), ("bank", ("power", "db", "powerpow", "dbpow"))):
+        for kind, options in (("frame", ("constant", "indexed")), ("ola", ("", "window")),
+                              ("fold", ("",)), ("istft", ("",)),
+                              ("bank", ("power", "db", "powerpow", "dbpow"))):  # fmt: skip
             for option in options:
                 recorder.specs.add(GatherSpec(kind, storage, precision, option))
         # the torch-free route's array kinds
@@ -250,7 +257,8 @@ def test_every_kernel_family_compiles_with_nvrtc():
     assert any(spec.store_staged and spec.split and not spec.twist for spec in blocks)
     # and the framing loads / value stores of the stft kernels
     assert {spec.load.frames for spec in blocks} == {"", "constant", "indexed"}
-    assert {spec.store.value for spec in blocks} == {"complex", "magnitude", "power", "db", "pow"}
+    assert {spec.store.value for spec in blocks} == {"complex", "magnitude", "power", "db", "pow",
+                                                     "cotangent"}
     assert {spec.store.reduce for spec in blocks} == {"", "bank", "bank_db"}
 
     def compile_one(spec):

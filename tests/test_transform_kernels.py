@@ -86,6 +86,33 @@ def test_emulated_stft_db(rng):
     assert np.max(np.abs(_stft(x, p, "db") - ref)) <= TOLERANCES["db_abs64"]
 
 
+@pytest.mark.parametrize("exponent", [2.0, 1.0, 1.5])
+@pytest.mark.parametrize("case", [(16, 4, 50, "reflect"), (15, 4, 40, "constant"),
+                                  (17, 5, 50, "replicate")], ids=str)  # fmt: skip
+def test_emulated_cotangent_store(case, exponent, rng):
+    """The stft kernel's cotangent store (power_adjoint's first kernel): each bin's
+    ``F e |X| ** (e - 2) X``, halved off DC and Nyquist, vs the same from the CPU stft."""
+    n_fft, hop, length, mode = case
+    p = _params(n_fft, hop, True, mode)
+    x = rng.standard_normal((2, length))
+    spectrum = np.swapaxes(cpu_stft.stft(x, None, p, "complex", 1e-10), -1, -2)
+    factors = rng.standard_normal(spectrum.shape)
+    magnitude = np.abs(spectrum)
+    half = np.full(p.n_freq, 0.5)
+    half[0] = 1.0
+    if n_fft % 2 == 0:
+        half[-1] = 1.0
+    ref = factors * exponent * magnitude ** (exponent - 2.0) * spectrum * half
+    got = np.zeros_like(spectrum)
+    window = np.array(cpu_stft.full_window(p, None, np.float64))
+    transform_exec.stft(emulate.HostBackend(), x, got, window, signals=2, sig_len=length,
+                        n_fft=n_fft, hop=hop, pad=p.pad, mode=mode, onesided=True,
+                        value="cotangent", eps=0.0, scale=1.0, precision="float64",
+                        src_storage="float64", dst_storage="float64", weights=factors,
+                        exponent=exponent)  # fmt: skip
+    assert _peak_error(got, ref) <= TOLERANCES["float64"]
+
+
 FRAME_CASES = [
     (50, 16, 4, 8, "reflect"),
     (9, 12, 5, 6, "reflect"),  # shorter than the padding
@@ -112,6 +139,14 @@ def test_emulated_frame_and_its_adjoint(case, rng):
     adjoint = np.zeros((3, length))
     transform_exec.overlap_add(backend, grad, adjoint, **common)
     assert _peak_error(adjoint, ref_adjoint) <= TOLERANCES["float64"]
+    window = rng.uniform(0.5, 1.5, frame_len)
+    if transform_exec.folds(pad, mode):  # the windowed overlap-add folds nothing
+        with pytest.raises(ValueError, match="folds no padding"):
+            transform_exec.overlap_add(backend, grad, adjoint, window=window, **common)
+        return
+    ref_weighted = cpu_frames.overlap_add_padded(grad * window, length, hop, pad, mode)
+    transform_exec.overlap_add(backend, grad, adjoint, window=window, **common)
+    assert _peak_error(adjoint, ref_weighted) <= TOLERANCES["float64"]
 
 
 def test_fold_table_is_the_padding_adjoint():

@@ -253,6 +253,7 @@ def stft_1d(
     framing: Framing, signals: int, onesided: bool, value: str, eps: float, scale: float,
     precision: str, src_storage: str, dst_storage: str, src_strides: Strides,
     bank: BankReduce | None = None, bands: Any = None, weights: Any = None,
+    exponent: float = 2.0,
 ) -> None:  # fmt: skip
     """The STFT of ``signals`` real signals (rows of ``src``) into ``dst``: frame-major rows
     of ``n // 2 + 1`` (``onesided``) or ``n`` bins, each stored as ``value`` (complex,
@@ -263,9 +264,18 @@ def stft_1d(
 
     With ``bank`` (one-sided only; ``value`` is then ignored), rows of ``bank.n_bands``
     filterbank outputs instead: ``bands`` (int32 first bin, bins, weight offset per band)
-    and ``weights`` (compute precision) describe the sparse bank."""
+    and ``weights`` (compute precision) describe the sparse bank.
+
+    ``value`` "cotangent" (one-sided only): each bin's complex ``F e |X| ** (e - 2) X``,
+    halved off DC and Nyquist, for ``e`` = ``exponent`` and real factors ``F`` given as
+    ``weights`` (compute precision, laid out like ``dst``): the input of the one-sided
+    stft's adjoint for a cotangent ``F`` of ``|X| ** e`` (plan.StoreSpec)."""
     if signals == 0 or framing.frames == 0:
         return
+    if value == "cotangent":
+        if not onesided or bank is not None:
+            raise ValueError("the cotangent store needs the one-sided spectrum and no bank")
+        bank = BankReduce(0, float(exponent))  # its launch arguments carry the factors
     program = _stft_program(n, framing, signals, onesided, value, float(eps), float(scale),
                             precision, src_storage, dst_storage, src_strides, bank)  # fmt: skip
     program.run(backend, src, dst, {_WINDOW: window, _PAD_TABLE: pad_table, _BANDS: bands,
@@ -286,7 +296,7 @@ def _stft_program(n, framing, signals, onesided, value, eps, scale, precision, s
     mode = "half" if onesided else "complex"
     outs = _rows(n // 2 + 1 if onesided else n)
     reduce = {}
-    if bank is not None:
+    if bank is not None and value != "cotangent":
         if not onesided:
             raise ValueError("a filterbank reduce needs the one-sided spectrum")
         value = _bank_value(bank.exponent)
@@ -371,7 +381,8 @@ class Framing:
 class BankReduce:
     """A filterbank applied to ``|X| ** exponent`` of an stft's one-sided bins inside the
     FFT kernel: ``n_bands`` outputs per frame, in dB (``db_factor * log10(max(s, eps))``)
-    when ``db_factor`` is set."""
+    when ``db_factor`` is set. (A stft of value "cotangent" passes its factors and exponent
+    in the same launch arguments, with ``n_bands`` 0.)"""
 
     n_bands: int
     exponent: float

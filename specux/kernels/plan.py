@@ -114,7 +114,9 @@ class StoreSpec:
     logical: int = 0  # the transform length the half / real modes refer to (0: the pass's n)
     # What is stored of each (scaled) complex value: itself, or as a real value its magnitude,
     # power, power ** (exponent / 2) ("pow"), or dB (10 log10(max(power, eps))) -- block
-    # kernels only.
+    # kernels only -- or ``cotangent``: complex ``F e |X| ** (e - 2) X`` for a real ``F`` read
+    # at the output's own index from the ``weights`` argument and ``e`` the ``exponent``
+    # argument, halved off DC and Nyquist (the input of the one-sided stft's adjoint).
     value: str = "complex"
     # reduce "bank" / "bank_db": the first ``bins`` values go to shared memory instead, and a
     # sparse filterbank (launch-time band table and weights) reduces them into the output

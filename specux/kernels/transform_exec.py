@@ -92,15 +92,25 @@ def frame(backend, src, dst, *, rows: int, sig_len: int, frame_len: int, hop: in
     _launch(backend, spec, rows * count * frame_len, args)
 
 
+def folds(pad: int, mode: str) -> bool:
+    """Whether :func:`overlap_add` folds padded samples back (a second launch)."""
+    return pad > 0 and mode != "constant"
+
+
 def overlap_add(backend, src, dst, *, rows: int, sig_len: int, frame_len: int, hop: int,
-                pad: int, mode: str, count: int, storage: str, precision: str) -> None:  # fmt: skip
+                pad: int, mode: str, count: int, storage: str, precision: str,
+                window=None) -> None:  # fmt: skip
     """The adjoint of :func:`frame`: overlap-add, read at the signal's samples, plus the
-    padded samples folded back onto their sources (a second launch for the fold)."""
+    padded samples folded back onto their sources (a second launch for the fold). A real
+    ``window`` (``frame_len`` values of the precision) weights every frame first; only
+    where nothing is folded (:func:`folds` false)."""
     common = dict(rows=rows, count=count, frame_len=frame_len, hop=hop, pad=pad,
                   sig_len=sig_len)  # fmt: skip
-    spec = GatherSpec("ola", storage, precision)
-    _launch(backend, spec, rows * sig_len, _args(backend, src, dst, **common))
-    if pad == 0 or mode == "constant" or sig_len == 0:
+    if window is not None and folds(pad, mode):
+        raise ValueError("a windowed overlap-add folds no padding: weight the frames first")
+    spec = GatherSpec("ola", storage, precision, "" if window is None else "window")
+    _launch(backend, spec, rows * sig_len, _args(backend, src, dst, window, **common))
+    if not folds(pad, mode) or sig_len == 0:
         return
     targets, offsets, positions = (
         backend.constant(("fold", part, sig_len, pad, mode), values)
@@ -140,9 +150,11 @@ def bank(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
 def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, hop: int,
          pad: int, mode: str, onesided: bool, value: str, eps: float, scale: float,
          precision: str, src_storage: str, dst_storage: str, bank: BankReduce | None = None,
-         bands=None, weights=None) -> None:  # fmt: skip
+         bands=None, weights=None, exponent: float = 2.0) -> None:  # fmt: skip
     """The fused STFT (:func:`fft_exec.stft_1d`) of contiguous rows of ``sig_len`` samples;
-    with ``bank``, the filterbank of its ``|X| ** bank.exponent`` in the same kernel."""
+    with ``bank``, the filterbank of its ``|X| ** bank.exponent`` in the same kernel; with
+    ``value`` "cotangent", the adjoint's input for the real cotangent ``weights`` of
+    ``|X| ** exponent``."""
     count = 1 + (sig_len + 2 * pad - n_fft) // hop
     kind, table = _padding(backend, sig_len, pad, mode)
     framing = Framing(hop, pad, sig_len, count, kind)
@@ -150,7 +162,7 @@ def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, h
             onesided=onesided, value=value, eps=eps, scale=scale, precision=precision,
             src_storage=src_storage, dst_storage=dst_storage,
             src_strides=Strides(1, sig_len, 0, 1), bank=bank, bands=bands,
-            weights=weights)  # fmt: skip
+            weights=weights, exponent=exponent)  # fmt: skip
 
 
 def convert(backend, src, dst, table, *, start: int, size: int, src_dtype: str, dst_dtype: str,

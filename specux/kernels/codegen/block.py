@@ -54,7 +54,8 @@ BLOCK_PARAMS = (
     ("const void*", "window"),
     ("double", "eps"),  # the dB floor of StoreSpec.value "db" and of reduce "bank_db"
     # StoreSpec.reduce: int32 (first bin, bins, weight offset) per band, the weights, the
-    # band count, the dB factor, the exponent of StoreSpec.value "pow"
+    # band count, the dB factor, the exponent of StoreSpec.value "pow" (StoreSpec.value
+    # "cotangent": its real factors in ``weights``, its exponent in ``exponent``)
     ("const void*", "bands"),
     ("const void*", "weights"),
     ("long long", "n_bands"),
@@ -126,7 +127,7 @@ def _load_lambda(spec: BlockSpec) -> str:
 def _store_lambda(spec: BlockSpec) -> str:
     store = spec.store
     value = store.value
-    out_t = _storage_type(store.storage, "real" if value != "complex" else store.mode)
+    out_t = _storage_type(store.storage, store.mode if value in _COMPLEX_VALUES else "real")
     lines = [
         "    auto store = [&](long long base, long long g, cpx v) {",
         f"        {out_t}* out = ({out_t}*)out_ptr;",
@@ -145,6 +146,9 @@ def _store_lambda(spec: BlockSpec) -> str:
         lines.append(f"        if (g >= {store.bins}) return;")
     if value == "complex":
         result = "v.re" if store.mode == "real" else "v"
+    elif value == "cotangent":
+        lines += _cotangent(spec, target)
+        result = "v"
     else:
         lines.append("        const real_t power = v.re * v.re + v.im * v.im;")
         result = {
@@ -159,6 +163,29 @@ def _store_lambda(spec: BlockSpec) -> str:
         lines.append(f"        put(&{target}, {result});")
     lines.append("    };")
     return "\n".join(lines)
+
+
+_COMPLEX_VALUES = ("complex", "cotangent")
+
+
+def _cotangent(spec: BlockSpec, target: str) -> list[str]:
+    """``v`` (bin g of X) -> the r2c adjoint's input for a real cotangent F of ``|X| ** e``:
+    ``F d|X|^e / dX* = F e |X|^(e - 2) X`` (zero where X is, for e < 2), halved off DC and
+    Nyquist (the one-sided spectrum's Hermitian weights). F is read from ``weights`` at the
+    output's own index; ``exponent`` is e."""
+    factor = target.replace("out[", "((const real_t*)weights)[", 1)
+    return [
+        f"        real_t f = {factor};",
+        "        if (2 * g != 0 && 2 * g != logical) f *= (real_t)0.5;",
+        "        if (exponent != 2.0) {",
+        "            const real_t m = sqrt(v.re * v.re + v.im * v.im);",
+        "            f = m > (real_t)0 ? f * (real_t)exponent * pow(m, (real_t)(exponent - 2.0))"
+        " : (real_t)0;",
+        "        } else {",
+        "            f *= (real_t)2;",
+        "        }",
+        "        v.re *= f; v.im *= f;",
+    ]
 
 
 def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:

@@ -9,7 +9,8 @@ arguments; one compiled kernel serves every size of its kind, storage and precis
 Kinds (``GatherSpec.kind``), rows ``r`` being independent signals:
 - ``frame``: ``out[r, t, j] = x[r, t * hop + j - pad]`` through the padding (the frame op).
 - ``ola``: ``out[r, i] = sum_t frames[r, t, i + pad - t * hop]`` (overlap-add read back at
-  the unpadded samples: the direct part of the frame op's adjoint).
+  the unpadded samples: the direct part of the frame op's adjoint); option ``window``
+  multiplies each frame by the real window ``table_a`` first.
 - ``fold``: ``out[r, target[q]] += sum over the padded positions p of row q of the fold table
   of the overlap-add at p`` (the padding's adjoint; each target is one thread, launched after
   ``ola`` on the same stream).
@@ -94,8 +95,9 @@ _ARRAY_TYPES = {"float16": "unsigned short", "float32": "float", "float64": "dou
 class GatherSpec:
     """One gather kernel: ``kind`` (see the module), real ``storage`` of input and output
     (float16 / float32 / float64), ``precision`` of the arithmetic, and ``option``:
-    ``frame``: the padding (``constant`` | ``indexed``); ``bank``: ``power`` | ``db``, with
-    ``pow`` appended when the input is raised to ``exponent`` first."""
+    ``frame``: the padding (``constant`` | ``indexed``); ``ola``: ``window`` to weight the
+    frames; ``bank``: ``power`` | ``db``, with ``pow`` appended when the input is raised to
+    ``exponent`` first."""
 
     kind: str
     storage: str
@@ -162,7 +164,7 @@ def _body(spec: GatherSpec) -> str:
         return "\n".join(lines)
     if kind == "ola":
         return "\n".join([
-            _ola_sum(False),
+            _ola_sum(spec.option == "window"),
             "    if (gid >= rows * sig_len) return;",
             "    const long long i = gid % sig_len, r = gid / sig_len;",
             "    put(&((storage_t*)out_ptr)[gid], ola_at(r, i + pad));",
