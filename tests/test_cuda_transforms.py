@@ -576,6 +576,24 @@ GRAD_CASES = {
         [("x", (2, 500)), ("w", 64)],
     ),
     "mel-perf": (lambda x: specux.melspectrogram(x, **PERF, n_mels=80), [("x", (2, 4000))]),
+    # power_adjoint's fused chain with a window tensor that needs no gradient (a module's
+    # buffer), a power other than 1 and 2, and its unfused path beyond a block
+    "mel-fixed-window-p1.5": (
+        lambda x: specux.melspectrogram(
+            x,
+            sr=16000,
+            n_fft=257,
+            hop_length=100,
+            n_mels=40,
+            power=1.5,
+            window=_window(257, dtype=x.dtype).to(x.device),
+        ),
+        [("x", (2, 2000))],
+    ),
+    "stft-power-beyond-a-block": (
+        lambda x: specux.stft(x, 16384, 3000, pad_mode="reflect", output="power"),
+        [("x", (1, 20000))],
+    ),
     "mel-db-top_db-power1": (
         lambda x: specux.melspectrogram(x, **PERF, n_mels=80, power=1.0, output="db", top_db=40.0),
         [("x", (2, 4000))],

@@ -87,6 +87,30 @@ def _samples(name):
                                          False, False, "magnitude")),  # fmt: skip
             ("db", stft_args((2, 24), True, "array", 8, 2, 8, True, "circular", False, True,
                              "db")),  # fmt: skip
+            # a named window: the backward runs through power_adjoint
+            ("magnitude-named", stft_args((2, 30), None, "hann", 9, 4, 9, True, "reflect", True,
+                                          True, "magnitude")),  # fmt: skip
+            ("db-named", stft_args((21,), None, "hamming", 8, 3, 6, True, "constant", False,
+                                   True, "db")),  # fmt: skip
+        ]
+    if name == "power_adjoint":
+        from specux.meta import shapes
+
+        def adjoint_args(shape, win_name, n_fft, hop, center, mode, norm, power):
+            def make():
+                x = _make(shape, r)
+                grad_shape = shapes.stft_shape(shape, n_fft, hop, n_fft // 2 if center else 0,
+                                               True)  # fmt: skip
+                return (x, None, win_name, n_fft, hop, n_fft, center, mode, norm, power,
+                        _make(tuple(grad_shape), r))  # fmt: skip
+            return make
+        return [
+            ("power", adjoint_args((2, 40), "hann", 16, 4, True, "reflect", False, 2.0)),
+            ("magnitude-odd", adjoint_args((30,), "hamming", 9, 4, True, "constant", True,
+                                           1.0)),  # fmt: skip
+            ("p1.5-uncentered", adjoint_args((2, 25), "hann", 8, 3, False, "constant", False,
+                                             1.5)),  # fmt: skip
+            ("empty-batch", adjoint_args((0, 20), "hann", 8, 2, True, "replicate", False, 2.0)),
         ]
     if name == "istft":
         def istft_args(shape, win, win_name, n_fft, hop, wl, center, norm, one, length):

@@ -5,8 +5,9 @@ A bank or matrix is either given as a tensor (nn modules pass their buffers; gra
 it) or named by a :class:`~specux.meta.matrices.MatrixSpec` key and built inside the kernel.
 
 Backward of bank_spectrogram: with M = |X|**power and S = bank @ M,
-  grad_M = bank^T grad_S, grad_X = spectrum_cotangent(X, grad_M, power), then the complex
-  stft adjoint; grad_bank = sum over signals and frames of grad_S M^T.
+  grad_M = bank^T grad_S, then grad_x = power_adjoint(x, grad_M) (the spectrum is not stored);
+  with a bank or window that needs a gradient, grad_X = spectrum_cotangent(X, grad_M, power),
+  the complex stft adjoint, and grad_bank = sum over signals and frames of grad_S M^T.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from specux.kernels.cpu import features as cpu_features
 from specux.meta import matrices
 from specux.meta.matrices import MatrixSpec
 from specux.ops._declare import call, declare, from_numpy, numpy_dtype, to_numpy
-from specux.ops.stft import complex_adjoint, db_cotangent, params_of, spectrum_cotangent, stft
+from specux.ops.stft import (
+    complex_adjoint,
+    db_cotangent,
+    params_of,
+    power_adjoint,
+    spectrum_cotangent,
+    stft,
+)
 
 
 def _n_out(matrix, spec: str) -> int:
@@ -93,15 +101,20 @@ def _bank_backward(ctx, grad):
         values = bank_spectrogram(x, window, window_name, n_fft, hop, win_length, center,
                                   pad_mode, power, bank, bank_spec, "power", eps)  # fmt: skip
         grad = db_cotangent(values, grad, 20.0 / power, eps)
+    grad_magnitude = _transpose_product(grad, bank, bank_spec)  # bank^T grad: (..., freq, T)
+    needs_bank = bank is not None and ctx.needs_input_grad[9]
+    if not ctx.needs_input_grad[1] and not needs_bank:  # the spectrum is never stored
+        grad_x = power_adjoint(x, window, window_name, n_fft, hop, win_length, center,
+                               pad_mode, False, power, grad_magnitude)  # fmt: skip
+        return (grad_x,) + (None,) * 12
     spectrum = stft(x, window, window_name, n_fft, hop, win_length, center, pad_mode, False,
                     True, "complex", eps)  # fmt: skip
-    grad_magnitude = _transpose_product(grad, bank, bank_spec)  # bank^T grad: (..., freq, T)
     grad_spectrum = spectrum_cotangent(spectrum, grad_magnitude, power)
     grad_x, grad_w = complex_adjoint(
         grad_spectrum, x, window, p, ctx.needs_input_grad[0], ctx.needs_input_grad[1]
     )
     grad_bank = None
-    if bank is not None and ctx.needs_input_grad[9]:
+    if needs_bank:
         magnitude = spectrum.abs() if power == 1.0 else spectrum.abs() ** power
         grad_bank = torch.einsum("...bt,...ft->bf", grad, magnitude)
     return (grad_x, grad_w) + (None,) * 7 + (grad_bank,) + (None,) * 3
@@ -129,7 +142,8 @@ def bank_spectrogram(x, window, window_name, n_fft, hop_length, win_length, cent
 
 
 def _project_fake(x, matrix, spec):
-    return x.new_empty((*x.shape[:-2], _n_out(matrix, spec), x.shape[-1]))
+    # Frame-major in memory, like the spectrograms it maps: each frame's features contiguous.
+    return x.new_empty((*x.shape[:-2], x.shape[-1], _n_out(matrix, spec))).transpose(-1, -2)
 
 
 def _project_cpu(x, matrix, spec):
@@ -137,7 +151,8 @@ def _project_cpu(x, matrix, spec):
         to_numpy(matrix) if matrix is not None
         else matrices.matrix(MatrixSpec.from_key(spec), numpy_dtype(x.dtype))
     )  # fmt: skip
-    return from_numpy(np.ascontiguousarray(cpu_features.project(to_numpy(x), dense)))
+    out = cpu_features.project(to_numpy(x), dense)
+    return from_numpy(np.ascontiguousarray(out.swapaxes(-1, -2))).transpose(-1, -2)
 
 
 def _project_cuda(x, matrix, spec):

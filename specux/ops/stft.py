@@ -4,6 +4,8 @@ Backward (analytic adjoints, made of specux ops so they differentiate again):
 - stft: the output mode's chain rule gives a complex cotangent G (..., n_freq, n_frames); each
   frame's cotangent is inverse-transformed (the r2c adjoint), Y (..., n_frames, n_fft); then
   grad_x = overlap_add(Y * w) folded through the padding, grad_w = sum_t frame(x) * Y.
+  A one-sided magnitude / power / dB stft whose window needs no gradient goes through the
+  power_adjoint op instead (the same chain, one op: on CUDA the spectrum is never stored).
 - istft: y = crop(ola(f * w) / env), env = ola(w**2), f = c2r(S); with g_env = pad(g) / env,
   grad_S = c2r^H(frame(g_env) * w) and
   grad_w = sum_t frame(g_env) * f - 2 w sum_t frame(g_env * ola(f * w) / env).
@@ -173,6 +175,15 @@ def _stft_backward(ctx, grad):
         ctx.args
     )
     p = params_of(n_fft, hop, win_length, window_name, center, pad_mode, normalized, onesided)
+    if output != "complex" and onesided and not ctx.needs_input_grad[1]:
+        power = 1.0 if output == "magnitude" else 2.0
+        if output == "db":
+            values = stft(x, window, window_name, n_fft, hop, win_length, center, pad_mode,
+                          normalized, True, "power", eps)  # fmt: skip
+            grad = db_cotangent(values, grad, 10.0, eps)
+        grad_x = power_adjoint(x, window, window_name, n_fft, hop, win_length, center,
+                               pad_mode, normalized, power, grad)  # fmt: skip
+        return (grad_x,) + (None,) * 11
     if output != "complex":
         spectrum = stft(x, window, window_name, n_fft, hop, win_length, center, pad_mode,
                         normalized, onesided, "complex", eps)  # fmt: skip
@@ -197,6 +208,113 @@ def stft(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode
          onesided, output, eps):  # fmt: skip
     return call("stft", x, window, window_name, n_fft, hop_length, win_length, center,
                                  pad_mode, normalized, onesided, output, eps)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# power_adjoint: the input gradient of |stft(x)| ** power (one-sided) for a real cotangent,
+# the backward of the magnitude / power / dB stft and of the filterbank spectrograms. One op,
+# so a device runs it as one chain (on CUDA the spectrum is never stored: the stft kernel
+# stores the cotangent). With Y = stft(x), psi(Y) = e |Y| ** (e - 2) Y and u the cotangent
+# of the result: grad_grad = Re(conj(psi(Y)) stft(u)), grad_x = A^H(grad * psi'(Y)[stft(u)])
+# with psi'(Y)[V] = e |Y| ** (e - 2) V + e (e - 2) |Y| ** (e - 4) Re(conj(Y) V) Y (zero where
+# Y is), A^H the complex stft's adjoint.
+
+_POWER_ADJOINT_SCHEMA = (
+    "(Tensor x, Tensor? window, str window_name, int n_fft, int hop_length, int win_length, "
+    "bool center, str pad_mode, bool normalized, float power, Tensor grad) -> Tensor"
+)
+
+
+def _power_adjoint_check(x, n_fft, hop_length, center, grad):
+    *batch, n_freq, count = shapes.stft_shape(
+        x.shape, n_fft, hop_length, n_fft // 2 if center else 0, True
+    )
+    torch._check(
+        tuple(grad.shape) == (*batch, n_freq, count),
+        lambda: (
+            f"specux::power_adjoint: grad of shape {tuple(grad.shape)}, the stft's is "
+            f"{(*batch, n_freq, count)}"
+        ),
+    )
+
+
+def _power_adjoint_fake(x, window, window_name, n_fft, hop_length, win_length, center,
+                        pad_mode, normalized, power, grad):  # fmt: skip
+    _power_adjoint_check(x, n_fft, hop_length, center, grad)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _power_adjoint_cpu(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
+                       normalized, power, grad):  # fmt: skip
+    _power_adjoint_check(x, n_fft, hop_length, center, grad)
+    p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, normalized, True)
+    w = None if window is None else to_numpy(window)
+    return from_numpy(cpu_stft.power_adjoint(to_numpy(x), w, p, power, to_numpy(grad)))
+
+
+def _power_adjoint_cuda(x, window, window_name, n_fft, hop_length, win_length, center,
+                        pad_mode, normalized, power, grad):  # fmt: skip
+    from specux.kernels.cuda import transforms
+
+    _power_adjoint_check(x, n_fft, hop_length, center, grad)
+    p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, normalized, True)
+    return transforms.power_adjoint(x, window, p, power, grad)
+
+
+def _power_adjoint_setup(ctx, inputs, output):
+    x, window, *rest = inputs
+    ctx.args = tuple(rest[:-1])
+    ctx.save_for_backward(x, window, rest[-1])
+
+
+def _power_adjoint_backward(ctx, u):
+    x, window, grad = ctx.saved_tensors
+    window_name, n_fft, hop, win_length, center, pad_mode, normalized, power = ctx.args
+    if ctx.needs_input_grad[1]:
+        raise RuntimeError(
+            "specux::power_adjoint has no gradient with respect to the window "
+            "(the stft backward differentiates a window tensor another way)"
+        )
+    p = params_of(n_fft, hop, win_length, window_name, center, pad_mode, normalized, True)
+    args = (window, window_name, n_fft, hop, win_length, center, pad_mode, normalized, True,
+            "complex", 0.0)  # fmt: skip
+    y = stft(x, *args)
+    v = stft(u, *args)
+    magnitude = y.abs()
+    nonzero = magnitude > 0
+    safe = torch.where(nonzero, magnitude, torch.ones_like(magnitude))
+    if power == 2.0:  # psi(Y) = 2 Y, also where Y is zero
+        scale = torch.full_like(magnitude, 2.0)
+    else:
+        scale = torch.where(nonzero, power * safe ** (power - 2.0), torch.zeros_like(safe))
+    along = (y.conj() * v).real  # Re(conj(Y) V)
+    grad_grad = scale * along if ctx.needs_input_grad[10] else None
+    grad_x = None
+    if ctx.needs_input_grad[0]:
+        cotangent = grad * scale * v
+        if power != 2.0:
+            curve = torch.where(nonzero, power * (power - 2.0) * safe ** (power - 4.0),
+                                torch.zeros_like(safe))  # fmt: skip
+            cotangent = cotangent + (grad * curve * along) * y
+        grad_x, _ = complex_adjoint(cotangent, x, None if window is None else window.detach(),
+                                    p, True, False)  # fmt: skip
+    return (grad_x,) + (None,) * 9 + (grad_grad,)
+
+
+declare(
+    "power_adjoint",
+    _POWER_ADJOINT_SCHEMA,
+    fake=_power_adjoint_fake,
+    kernels={"cpu": _power_adjoint_cpu, "cuda": _power_adjoint_cuda},
+    backward=_power_adjoint_backward,
+    setup_context=_power_adjoint_setup,
+)
+
+
+def power_adjoint(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
+                  normalized, power, grad):  # fmt: skip
+    return call("power_adjoint", x, window, window_name, n_fft, hop_length, win_length, center,
+                pad_mode, normalized, power, grad)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

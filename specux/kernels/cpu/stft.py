@@ -11,8 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from specux.kernels.cpu import fft
-from specux.kernels.cpu.frames import frame_view, overlap_add, pad_signal, padded_segment
-from specux.meta.params import StftParams, WindowSpec
+from specux.kernels.cpu.frames import (
+    frame_view,
+    overlap_add,
+    overlap_add_padded,
+    pad_signal,
+    padded_segment,
+)
+from specux.meta.params import StftParams, WindowSpec, dual_norm
 from specux.meta.shapes import n_frames, ola_length
 from specux.meta.windows import centered_offset, named_window
 
@@ -95,6 +101,30 @@ def stft(
     out = framewise(x, window, p, lambda spectrum, rows: write_output(spectrum, output, eps, rows),
                     p.n_freq, x.dtype)  # fmt: skip
     return out.swapaxes(-1, -2)
+
+
+def power_adjoint(x: np.ndarray, window: np.ndarray | None, p: StftParams, power: float,
+                  grad: np.ndarray) -> np.ndarray:  # fmt: skip
+    """The gradient of ``sum(grad * |stft(x)| ** power)`` with respect to ``x`` (one-sided;
+    ``grad`` ``(..., n_freq, n_frames)``): each bin's ``grad e |X| ** (e - 2) X`` (zero where
+    X is, for e < 2) weighted for the one-sided spectrum, the inverse real FFT of every
+    frame, the window, the overlap-add folded through the padding."""
+    spectrum = np.swapaxes(stft(x, window, p, "complex"), -1, -2)  # (..., n_frames, n_freq)
+    factors = np.swapaxes(grad, -1, -2).astype(x.dtype, copy=False)
+    if power == 2.0:
+        cotangent = spectrum * (2.0 * factors)
+    else:
+        magnitude = np.abs(spectrum)
+        safe = np.where(magnitude > 0, magnitude, 1.0)
+        scale = np.where(magnitude > 0, power * safe ** (power - 2.0), 0.0).astype(x.dtype)
+        cotangent = spectrum * (factors * scale)
+    edges = [0] + ([p.n_fft // 2] if p.n_fft % 2 == 0 else [])
+    half = np.full(p.n_freq, 0.5, dtype=x.dtype)
+    half[edges] = 1.0
+    cotangent *= half
+    frames = fft.c2r(cotangent, [-1], p.n_fft, dual_norm(p.fft_norm))
+    frames *= full_window(p, window, x.dtype)
+    return overlap_add_padded(frames, x.shape[-1], p.hop_length, p.pad, p.pad_mode)
 
 
 # Frames are processed in chunks of about this many input bytes: small enough that window,

@@ -10,6 +10,9 @@ torch's current stream, buffers from torch's caching allocator.
   memory and a sparse filterbank reduces it there (dB in the same kernel); the output is the
   only memory written. n_fft beyond a block: the spectrum in memory, then a bank kernel.
 - frame / overlap_add: the gather kernels (the adjoints of the stft and istft use them).
+- power_adjoint (the backward of |stft| ** power and of the filterbank spectrograms): the
+  stft kernel storing each bin's cotangent instead of X, the inverse FFT, then the
+  overlap-add weighting the frames by the window.
 - cqt / cqt_adjoint: the CPU backend's exact octave kernels, one tiled correlation kernel
   (its transpose for the adjoint) per octave group over the padded signal (padded by the
   frame kernel; the adjoint's padding folded by the overlap-add gather). No cuBLAS.
@@ -29,7 +32,7 @@ from specux.kernels.native import axis_scale, istft_envelope, named_istft_envelo
 from specux.kernels.plan import smooth_length
 from specux.meta import dtypes, shapes
 from specux.meta.cqt_params import ConstantQSpec
-from specux.meta.params import StftParams
+from specux.meta.params import StftParams, dual_norm
 from specux.meta.windows import centered_offset
 
 
@@ -199,6 +202,61 @@ def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tenso
 
 
 # ---------------------------------------------------------------------------------------------
+# power_adjoint
+
+
+def power_adjoint(x: torch.Tensor, window, p: StftParams, power: float,
+                  grad: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """The gradient of ``sum(grad * |stft(x)| ** power)`` w.r.t. ``x`` (one-sided; ``grad``
+    ``(..., n_freq, n_frames)``): the stft kernel stores each bin's cotangent instead of X
+    (the cotangent store, :func:`fft_exec.stft_1d`; X is never written), then the inverse
+    real FFT of every frame and the overlap-add through the padding (weighting the frames
+    by the window as it sums them when no padding folds back)."""
+    src_storage, precision = _storage(x)
+    real = _dtype(precision)
+    factors = grad.transpose(-1, -2).to(real).contiguous()  # frame-major, like the spectrum
+    backend = TorchCudaBackend(x.device)
+    xd, rows = _rows(x)
+    length = x.shape[-1]
+    if transform_exec.stft_fusable(p.n_fft, precision, True):
+        cotangent = torch.empty(factors.shape, dtype=_spectrum_dtype(precision, "complex"),
+                                device=x.device)  # fmt: skip
+        if cotangent.numel():
+            transform_exec.stft(backend, xd, cotangent, full_window(p, window, precision, backend),
+                                signals=rows, sig_len=length, n_fft=p.n_fft, hop=p.hop_length,
+                                pad=p.pad, mode=p.pad_mode, onesided=True, value="cotangent",
+                                eps=0.0, scale=axis_scale(p.n_fft, p.fft_norm, False),
+                                precision=precision, src_storage=src_storage,
+                                dst_storage=precision, weights=factors,
+                                exponent=power)  # fmt: skip
+    else:  # beyond a block: the spectrum in memory, the cotangent by torch
+        spectrum = _stft_into(x, window, p, "complex", 0.0, storage=precision)
+        magnitude = spectrum.abs()
+        if power == 2.0:
+            scale = 2.0 * factors
+        else:
+            safe = torch.where(magnitude > 0, magnitude, torch.ones_like(magnitude))
+            scale = torch.where(magnitude > 0, factors * power * safe ** (power - 2.0),
+                                torch.zeros_like(safe))  # fmt: skip
+        half = torch.full((p.n_freq,), 0.5, dtype=real, device=x.device)
+        half[0] = 1.0
+        if p.n_fft % 2 == 0:
+            half[-1] = 1.0
+        cotangent = spectrum * (scale * half)
+    frames = cuda_fft.c2r(cotangent, [-1], p.n_fft, dual_norm(p.fft_norm))
+    w = full_window(p, window, precision, backend)
+    if transform_exec.folds(p.pad, p.pad_mode):
+        frames.mul_(w)
+        return overlap_add(frames, length, p.hop_length, p.pad, p.pad_mode).to(x.dtype)
+    out = torch.empty((*frames.shape[:-2], length), dtype=frames.dtype, device=x.device)
+    transform_exec.overlap_add(backend, frames, out, rows=rows, sig_len=length,
+                               frame_len=p.n_fft, hop=p.hop_length, pad=p.pad,
+                               mode=p.pad_mode, count=frames.shape[-2], storage=precision,
+                               precision=precision, window=w)  # fmt: skip
+    return out.to(x.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
 # bank_spectrogram
 
 
@@ -283,7 +341,7 @@ def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str) -> torch.Te
     a backward); ``matrix`` None means the one ``spec`` names (its rows' nonzero extents built
     once, kept on the device). One gather kernel over every frame (the features arrive
     frame-major): no cuBLAS, so it is deterministic with no workspace setting; the result is
-    stored contiguous (the op's layout)."""
+    frame-major too (the op's layout: a transposed view)."""
     storage, precision = _storage(x)
     backend = TorchCudaBackend(x.device)
     n_in = x.shape[-2]
@@ -293,7 +351,7 @@ def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str) -> torch.Te
     transform_exec.bank(backend, rows, out, bands, weights, rows=out.numel() // max(n_out, 1),
                         n_in=n_in, n_out=n_out, exponent=1.0, db_factor=None, eps=0.0,
                         storage=storage, precision=precision)  # fmt: skip
-    return out.transpose(-1, -2).contiguous()
+    return out.transpose(-1, -2)
 
 
 def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in: int,
