@@ -486,8 +486,9 @@ def istft_envelope(p: StftParams, w64: np.ndarray, count: int, length: int, prec
 # filterbanks, projections
 
 
-def named_bands(device: Device, spec: str, precision: str, n_in: int, what: str):
-    """(bands, weights, rows) of a named matrix on the device, after checking its width."""
+def named_bands(device, spec: str, precision: str, n_in: int, what: str):
+    """(bands, weights, rows) of a named matrix on ``device`` (anything with ``constant``:
+    a :class:`Device`, the torch route's backend), after checking its width."""
     bands, weights, width = transform_exec.sparse_bank(spec, precision)
     if width != n_in:
         raise ValueError(f"the matrix has {width} columns but {what} has {n_in} features")

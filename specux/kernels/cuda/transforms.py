@@ -28,7 +28,12 @@ from specux.kernels import transform_exec
 from specux.kernels.cpu import stft as cpu_stft
 from specux.kernels.cuda import fft as cuda_fft
 from specux.kernels.cuda.fft import _STORAGE, TorchCudaBackend, _dense
-from specux.kernels.native import axis_scale, istft_envelope, named_istft_envelope
+from specux.kernels.native import (
+    axis_scale,
+    istft_envelope,
+    named_bands,
+    named_istft_envelope,
+)
 from specux.kernels.plan import smooth_length
 from specux.meta import dtypes, shapes
 from specux.meta.cqt_params import ConstantQSpec
@@ -361,16 +366,12 @@ def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in
     kernels read ``n_in`` values per row, so a matrix of another width raises here (before
     anything is uploaded or launched) instead of reading past a row there."""
     if matrix is None:
-        bands_host, weights_host, width = transform_exec.sparse_bank(spec, precision)
-    elif matrix.dim() != 2:
+        return named_bands(backend, spec, precision, n_in, what)
+    if matrix.dim() != 2:
         raise ValueError(f"the matrix / bank must be 2-D (n_out, n_in), got {tuple(matrix.shape)}")
-    else:
-        width = matrix.shape[1]
+    width = matrix.shape[1]
     if width != n_in:
         raise ValueError(f"the matrix has {width} columns but {what} has {n_in} features")
-    if matrix is None:
-        return (backend.constant(("bands", spec), bands_host),
-                backend.constant(("bank", spec), weights_host), len(bands_host))  # fmt: skip
     n_out = matrix.shape[0]
     dense = transform_exec.sparse_bands(np.zeros(n_out, np.int64), np.full(n_out, n_in, np.int64),
                                         n_in)  # fmt: skip
