@@ -110,19 +110,18 @@ def power_adjoint(x: np.ndarray, window: np.ndarray | None, p: StftParams, power
     X is, for e < 2) weighted for the one-sided spectrum, the inverse real FFT of every
     frame, the window, the overlap-add folded through the padding."""
     spectrum = np.swapaxes(stft(x, window, p, "complex"), -1, -2)  # (..., n_frames, n_freq)
-    factors = np.swapaxes(grad, -1, -2).astype(x.dtype, copy=False)
+    half = np.full(p.n_freq, 0.5, dtype=x.dtype)  # the one-sided spectrum's weights
+    half[[0] + ([p.n_fft // 2] if p.n_fft % 2 == 0 else [])] = 1.0
+    scale = np.swapaxes(grad, -1, -2) * half  # a new real array (..., n_frames, n_freq)
     if power == 2.0:
-        cotangent = spectrum * (2.0 * factors)
+        scale *= 2.0
     else:
         magnitude = np.abs(spectrum)
-        safe = np.where(magnitude > 0, magnitude, 1.0)
-        scale = np.where(magnitude > 0, power * safe ** (power - 2.0), 0.0).astype(x.dtype)
-        cotangent = spectrum * (factors * scale)
-    edges = [0] + ([p.n_fft // 2] if p.n_fft % 2 == 0 else [])
-    half = np.full(p.n_freq, 0.5, dtype=x.dtype)
-    half[edges] = 1.0
-    cotangent *= half
-    frames = fft.c2r(cotangent, [-1], p.n_fft, dual_norm(p.fft_norm))
+        nonzero = magnitude > 0
+        np.power(magnitude, power - 2.0, out=magnitude, where=nonzero)
+        scale *= np.where(nonzero, power * magnitude, 0.0)
+    np.multiply(spectrum, scale, out=spectrum)  # the stft's own frame-major array
+    frames = fft.c2r(spectrum, [-1], p.n_fft, dual_norm(p.fft_norm))
     frames *= full_window(p, window, x.dtype)
     return overlap_add_padded(frames, x.shape[-1], p.hop_length, p.pad, p.pad_mode)
 
