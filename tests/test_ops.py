@@ -276,3 +276,26 @@ def test_backward_constants_are_cached_only_in_plain_eager_code():
     assert torch.equal(first.reshape(-1), expected)
     odd = ops_fft._hermitian_weights(grad, -1, 17, 2.0).reshape(-1)  # no Nyquist bin
     assert odd[0] == 1.0 and torch.all(odd[1:] == 2.0)
+
+
+def test_power_adjoint_checks_its_gradient_and_matches_the_composite_backward():
+    """power_adjoint raises for a cotangent not shaped like the stft, refuses to
+    differentiate the window, and gives the gradient of the composite chain it replaces (the
+    stft backward with a window tensor that needs a gradient still takes that chain)."""
+    x = _make((2, 40), F64, requires_grad=True)
+    op = torch.ops.specux.power_adjoint
+    with pytest.raises(RuntimeError, match="grad of shape"):
+        op(x.detach(), None, "hann", 16, 4, 16, True, "reflect", False, 2.0, torch.ones(2, 9, 5))
+    window = torch.hann_window(16, periodic=True, dtype=F64)
+    grads = []
+    for w in (None, window.clone().requires_grad_(True)):
+        out = specux.stft(x, n_fft=16, hop_length=4, window="hann" if w is None else w,
+                          pad_mode="reflect", output="power")  # fmt: skip
+        weight = _make(tuple(out.shape), F64)
+        grads.append(torch.autograd.grad((out * weight).sum(), x)[0])
+    err = (grads[0] - grads[1]).abs().max() / grads[1].abs().max()
+    assert err <= TOLERANCES["float64"]
+    g = _make((2, 9, 11), F64)
+    y = op(x, window.requires_grad_(True), "array", 16, 4, 16, True, "reflect", False, 2.0, g)
+    with pytest.raises(RuntimeError, match="no gradient with respect to the window"):
+        torch.autograd.grad(y.sum(), window)
