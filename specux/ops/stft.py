@@ -123,17 +123,22 @@ def _stft_setup(ctx, inputs, output):
     ctx.save_for_backward(x, window)
 
 
+def _slope(magnitude, coefficient: float, exponent: float):
+    """``coefficient * magnitude ** exponent``, zero where the magnitude is zero (the limit the
+    derivatives of |X| ** p take there for p > 1, and the choice made for p <= 1)."""
+    nonzero = magnitude > 0
+    safe = torch.where(nonzero, magnitude, torch.ones_like(magnitude))
+    return torch.where(nonzero, coefficient * safe**exponent, torch.zeros_like(safe))
+
+
 def spectrum_cotangent(spectrum, grad, power: float):
     """Cotangent of the complex spectrum X for a real cotangent ``grad`` of ``|X| ** power``."""
     if power == 2.0:
         return 2.0 * grad * spectrum
     if power == 1.0:
         return grad * spectrum.sgn()
-    magnitude = spectrum.abs()
-    # d|X|^p/dX* = p |X|^(p-2) X: zero where X is zero (the limit for p > 1).
-    safe = torch.where(magnitude > 0, magnitude, torch.ones_like(magnitude))
-    scale = torch.where(magnitude > 0, power * safe ** (power - 2.0), torch.zeros_like(safe))
-    return (grad * scale) * spectrum
+    # d|X|^p/dX* = p |X|^(p-2) X
+    return (grad * _slope(spectrum.abs(), power, power - 2.0)) * spectrum
 
 
 def db_cotangent(values, grad, factor: float, eps: float):
@@ -281,20 +286,17 @@ def _power_adjoint_backward(ctx, u):
     y = stft(x, *args)
     v = stft(u, *args)
     magnitude = y.abs()
-    nonzero = magnitude > 0
-    safe = torch.where(nonzero, magnitude, torch.ones_like(magnitude))
     if power == 2.0:  # psi(Y) = 2 Y, also where Y is zero
         scale = torch.full_like(magnitude, 2.0)
     else:
-        scale = torch.where(nonzero, power * safe ** (power - 2.0), torch.zeros_like(safe))
+        scale = _slope(magnitude, power, power - 2.0)
     along = (y.conj() * v).real  # Re(conj(Y) V)
     grad_grad = scale * along if ctx.needs_input_grad[10] else None
     grad_x = None
     if ctx.needs_input_grad[0]:
         cotangent = grad * scale * v
         if power != 2.0:
-            curve = torch.where(nonzero, power * (power - 2.0) * safe ** (power - 4.0),
-                                torch.zeros_like(safe))  # fmt: skip
+            curve = _slope(magnitude, power * (power - 2.0), power - 4.0)
             cotangent = cotangent + (grad * curve * along) * y
         grad_x, _ = complex_adjoint(cotangent, x, None if window is None else window.detach(),
                                     p, True, False)  # fmt: skip
