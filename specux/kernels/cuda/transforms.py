@@ -223,23 +223,24 @@ def power_adjoint(x: torch.Tensor, window, p: StftParams, power: float,
     backend = TorchCudaBackend(x.device)
     xd, rows = _rows(x)
     length = x.shape[-1]
+    w = full_window(p, window, precision, backend)
     if transform_exec.stft_fusable(p.n_fft, precision, True):
         cotangent = torch.empty(factors.shape, dtype=_spectrum_dtype(precision, "complex"),
                                 device=x.device)  # fmt: skip
         if cotangent.numel():
-            transform_exec.stft(backend, xd, cotangent, full_window(p, window, precision, backend),
-                                signals=rows, sig_len=length, n_fft=p.n_fft, hop=p.hop_length,
-                                pad=p.pad, mode=p.pad_mode, onesided=True, value="cotangent",
+            transform_exec.stft(backend, xd, cotangent, w, signals=rows, sig_len=length,
+                                n_fft=p.n_fft, hop=p.hop_length, pad=p.pad, mode=p.pad_mode,
+                                onesided=True, value="cotangent",
                                 eps=0.0, scale=axis_scale(p.n_fft, p.fft_norm, False),
                                 precision=precision, src_storage=src_storage,
                                 dst_storage=precision, weights=factors,
                                 exponent=power)  # fmt: skip
     else:  # beyond a block: the spectrum in memory, the cotangent by torch
         spectrum = _stft_into(x, window, p, "complex", 0.0, storage=precision)
-        magnitude = spectrum.abs()
         if power == 2.0:
             scale = 2.0 * factors
         else:
+            magnitude = spectrum.abs()
             safe = torch.where(magnitude > 0, magnitude, torch.ones_like(magnitude))
             scale = torch.where(magnitude > 0, factors * power * safe ** (power - 2.0),
                                 torch.zeros_like(safe))  # fmt: skip
@@ -249,10 +250,9 @@ def power_adjoint(x: torch.Tensor, window, p: StftParams, power: float,
             half[-1] = 1.0
         cotangent = spectrum * (scale * half)
     frames = cuda_fft.c2r(cotangent, [-1], p.n_fft, dual_norm(p.fft_norm))
-    w = full_window(p, window, precision, backend)
-    if transform_exec.folds(p.pad, p.pad_mode):
+    if transform_exec.folds(p.pad, p.pad_mode):  # the fold reads unweighted frames
         frames.mul_(w)
-        return overlap_add(frames, length, p.hop_length, p.pad, p.pad_mode).to(x.dtype)
+        w = None
     out = torch.empty((*frames.shape[:-2], length), dtype=frames.dtype, device=x.device)
     transform_exec.overlap_add(backend, frames, out, rows=rows, sig_len=length,
                                frame_len=p.n_fft, hop=p.hop_length, pad=p.pad,
