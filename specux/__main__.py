@@ -22,13 +22,20 @@ def info() -> int:
     from specux import options, routing
 
     print(f"specux {specux.__version__} (python {platform.python_version()}, {sys.platform})")
-    for module in ("numpy", "scipy", "torch", "cupy", "librosa"):
+    for module in ("numpy", "scipy", "mkl_fft", "torch", "cupy", "librosa"):
         print(f"  {module:8s} {_version(module)}")
     print("backends:")
     for backend in ("cpu", "cuda", "metal"):
         reason = routing.backend_unavailable_reason(backend)
         status = "available" if reason is None else f"unavailable: {reason}"
         print(f"  {backend:6s} {status}")
+    from specux.kernels.cpu import fft as cpu_fft
+
+    try:
+        choices = ", ".join(("auto", *cpu_fft.PROVIDERS))
+        print(f"CPU FFT: {cpu_fft.provider()} (set by SPECUX_CPU_FFT: {choices})")
+    except ValueError as error:
+        print(f"CPU FFT: {error}")
     from specux.compat import cuda
 
     print(f"NVRTC: {cuda.nvrtc_summary()}")
@@ -64,7 +71,12 @@ def demo(png: str | None) -> int:
     peak_bin = np.argmax(S, axis=0)
     print(f"signal: {x.shape[0]} samples, chirp 100 Hz -> 6 kHz at {sr} Hz")
     print(f"stft(n_fft=1024, hop_length=256, output='db'): shape {S.shape}, dtype {S.dtype}")
-    print(f"backend: {backend} ({'numpy' if isinstance(S, np.ndarray) else type(S)})")
+    detail = "numpy" if isinstance(S, np.ndarray) else str(type(S))
+    if backend == "cpu":
+        from specux.kernels.cpu import fft as cpu_fft
+
+        detail += f", FFTs by {cpu_fft.provider()}"
+    print(f"backend: {backend} ({detail})")
     print(f"time: {elapsed * 1e3:.3f} ms")
     print(f"melspectrogram(n_mels=80, output='db'): shape {M.shape}, "
           f"time {mel_elapsed * 1e3:.3f} ms (first call, filterbank built)")  # fmt: skip

@@ -9,8 +9,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _run(*args, cwd=None):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+def _run(*args, cwd=None, **variables):
+    env = dict(os.environ, PYTHONPATH=ROOT, **variables)
     return subprocess.run(
         [sys.executable, "-m", "specux", *args], capture_output=True, text=True, env=env,
         cwd=cwd, timeout=300,
@@ -29,6 +29,16 @@ def test_info_names_backends_and_reasons():
         if "unavailable" in line:
             assert len(line.split("unavailable:", 1)[1].strip()) > 10  # a reason is given
     assert "kernel cache:" in out
+    assert "CPU FFT: " in out and "(set by SPECUX_CPU_FFT: auto, mkl, scipy, numpy)" in out
+
+
+def test_info_reports_a_bad_cpu_fft_choice_instead_of_failing():
+    result = _run("info", SPECUX_CPU_FFT="fftw")
+    assert result.returncode == 0, result.stderr
+    expected = "CPU FFT: SPECUX_CPU_FFT='fftw': expected one of auto, mkl, scipy, numpy"
+    assert expected in result.stdout
+    numpy_only = _run("info", SPECUX_CPU_FFT="numpy")
+    assert "CPU FFT: numpy (set by" in numpy_only.stdout
 
 
 def test_demo_reports_shape_backend_and_time(tmp_path):
@@ -37,5 +47,5 @@ def test_demo_reports_shape_backend_and_time(tmp_path):
     out = result.stdout
     assert "shape (513, 126)" in out
     assert "melspectrogram(n_mels=80, output='db'): shape (80, 126)" in out
-    assert "backend: cpu" in out
+    assert "backend: cpu (numpy, FFTs by " in out
     assert "time:" in out and " ms" in out

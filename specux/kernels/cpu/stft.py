@@ -6,7 +6,6 @@ import contextlib
 import functools
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -129,7 +128,6 @@ def power_adjoint(x: np.ndarray, window: np.ndarray | None, p: StftParams, power
 # Frames are processed in chunks of about this many input bytes: small enough that window,
 # FFT and epilogue run on data still in cache (L2), large enough to amortize the calls.
 _CHUNK_BYTES = 1 << 20
-_pool: ThreadPoolExecutor | None = None
 _scratch = threading.local()
 
 
@@ -163,13 +161,6 @@ def single_threaded_blas():
     threads and whose spinning workers slow the chunk threads of the next call."""
     controller = _blas_controller()
     return controller.limit(limits=1, user_api="blas") if controller else contextlib.nullcontext()
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=fft.WORKERS, thread_name_prefix="specux")
-    return _pool
 
 
 def _frame_regions(x: np.ndarray, p: StftParams, count: int) -> list[tuple[int, int, np.ndarray]]:
@@ -246,7 +237,7 @@ def framewise(x: np.ndarray, window: np.ndarray | None, p: StftParams,
             work(item)
         return out
     with single_threaded_blas():
-        for _ in _executor().map(work, items):
+        for _ in fft.executor().map(work, items):
             pass
     return out
 
