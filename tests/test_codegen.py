@@ -93,6 +93,29 @@ def test_block_plans():
     assert plan.block(7203, -1, "float32", plan.LoadSpec(), plan.StoreSpec()).threads == 343
 
 
+def test_register_bound_of_the_radix_16_block_kernels():
+    """Plain transforms with a radix-16 first stage and <= 256 threads a block ask the compiler
+    for 1024 threads per SM (__launch_bounds__'s second argument); the others are unbounded."""
+    from specux.kernels.codegen.dialects import CPP, CUDA
+    from specux.kernels.codegen.kernels import render
+
+    def source(n, precision="float32", **kw):
+        load = plan.LoadSpec(frames=kw.pop("frames", ""))
+        store = plan.StoreSpec(reduce=kw.pop("reduce", ""))
+        spec = plan.block(n, -1, precision, load, store, **kw)
+        return spec, render(spec, CUDA)[0]
+
+    spec, text = source(1024)
+    assert spec.min_blocks == 4 and "__launch_bounds__(256, 4)" in text
+    for n, kw in [(4096, {}), (1000, {}), (512, {"frames": "constant"}),
+                  (512, {"reduce": "bank"}), (1024, {"precision": "float64"})]:  # fmt: skip
+        spec, text = source(n, **kw)
+        assert spec.min_blocks == 1, (n, kw)
+        assert f"__launch_bounds__({spec.block_threads})" in text
+    assert "__launch_bounds__" not in render(plan.block(1024, -1, "float32", plan.LoadSpec(),
+                                                        plan.StoreSpec()), CPP)[0]  # fmt: skip
+
+
 @pytest.mark.parametrize("n", [2, 7, 17, 64, 97, 1000, 1031, 7203])
 def test_emulated_float32_within_3x_numpy(n, rng):
     x = _complex(rng, (4, n))

@@ -451,7 +451,8 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         dialect.prelude,
         f"typedef {_REAL[spec.precision]} real_t;",
         _types(dialect.function),
-        dialect.block_open.format(name=BLOCK_NAME, params=params, threads=spec.block_threads),
+        dialect.block_open.format(name=BLOCK_NAME, params=params, threads=spec.block_threads,
+                                  min_blocks=f", {spec.min_blocks}" if spec.min_blocks > 1 else ""),
         "\n".join(body),
         dialect.block_close.format(name=BLOCK_NAME, params=params, args=args),
     ]

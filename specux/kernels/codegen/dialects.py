@@ -77,7 +77,7 @@ CUDA = Dialect(
     ),
     kernel_close="}}\n",
     block_open=(
-        'extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{\n'
+        'extern "C" __global__ void __launch_bounds__({threads}{min_blocks}) {name}({params}) {{\n'
         "    extern __shared__ __align__(16) unsigned char specux_shared[];\n"
         "    const int tid = threadIdx.x;\n"
         "    const long long block = blockIdx.x;\n"

@@ -522,7 +522,7 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
         f"typedef {_REAL[spec.precision]} real_t;",
         _types(dialect.function),  # to_real / put for every storage, as the FFT kernels use
         f"typedef {_REAL_STORAGE[spec.storage]} storage_t;",
-        open_.format(name=GATHER_NAME, params=params, threads=CORRELATE_THREADS),
+        open_.format(name=GATHER_NAME, params=params, threads=CORRELATE_THREADS, min_blocks=""),
         body,
         close.format(name=GATHER_NAME, params=params, args=args),
     ]
