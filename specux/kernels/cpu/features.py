@@ -107,7 +107,8 @@ def bank_spectrogram(
             np.log10(out, out=out)
             np.multiply(out, out.dtype.type(factor), out=out)
 
-    values = framewise(x, window, p, reduce, n_bands, x.dtype)
+    with single_threaded_blas():  # the blocks' GEMMs run on the pool threads
+        values = framewise(x, window, p, reduce, n_bands, x.dtype)
     return values.swapaxes(-1, -2)
 
 

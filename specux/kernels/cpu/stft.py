@@ -236,9 +236,8 @@ def framewise(x: np.ndarray, window: np.ndarray | None, p: StftParams,
         for item in items:
             work(item)
         return out
-    with single_threaded_blas():
-        for _ in fft.executor().map(work, items):
-            pass
+    for _ in fft.executor().map(work, items):
+        pass
     return out
 
 
