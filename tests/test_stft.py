@@ -214,3 +214,24 @@ def test_istft_roundtrip_property(n_fft, hop_fraction, length, batch):
     S = specux.stft(x, n_fft, hop, pad_mode="reflect")
     y = specux.istft(S, n_fft, hop, length=length)
     assert rel_l2(y, x) <= TOLERANCES["roundtrip64"]
+
+
+@given(
+    frame_length=st.integers(1, 40),
+    hop=st.integers(1, 50),
+    count=st.integers(1, 9),
+    batch=st.sampled_from([(), (2,), (2, 3)]),
+)
+def test_overlap_add_matches_a_loop_over_frames(frame_length, hop, count, batch):
+    # hop below, equal to and above the frame length (a last chunk shorter than a hop)
+    from specux.kernels.cpu.frames import overlap_add
+    from specux.meta.shapes import ola_length
+
+    frames = np.random.default_rng(frame_length * 97 + hop).standard_normal(
+        (*batch, count, frame_length))
+    expected = np.zeros((*batch, ola_length(count, frame_length, hop)))
+    for t in range(count):
+        expected[..., t * hop : t * hop + frame_length] += frames[..., t, :]
+    got = overlap_add(frames, hop)
+    assert got.shape == expected.shape
+    assert np.allclose(got, expected, rtol=0, atol=1e-12)

@@ -100,19 +100,15 @@ def overlap_add(frames: np.ndarray, hop_length: int) -> np.ndarray:
     *batch, count, frame_length = frames.shape
     total = ola_length(count, frame_length, hop_length)
     chunks = -(-frame_length // hop_length)
-    width = chunks * hop_length
     out = np.zeros((*batch, (count + chunks - 1) * hop_length), dtype=frames.dtype)
     if count == 0:
         return out[..., :total]
-    if width != frame_length:
-        padded = np.zeros((*batch, count, width), dtype=frames.dtype)
-        padded[..., :frame_length] = frames
-        frames = padded
+    # out as (..., blocks, hop): chunk j of frame t lands on block t + j (the last chunk may be
+    # shorter than a hop); strided views are added block-wise, nothing is copied
+    blocks = out.reshape(*batch, count + chunks - 1, hop_length)
     for j in range(chunks):
         part = frames[..., j * hop_length : (j + 1) * hop_length]
-        out[..., j * hop_length : (j + count) * hop_length] += part.reshape(
-            *batch, count * hop_length
-        )
+        blocks[..., j : j + count, : part.shape[-1]] += part
     return out[..., :total]
 
 

@@ -282,10 +282,13 @@ def istft(
         frames = fft.c2r(columns, (-1,), p.n_fft, p.fft_norm)
     else:
         frames = fft.c2c(columns, (-1,), False, p.fft_norm).real
-    summed = overlap_add(frames * w, p.hop_length)
+    frames *= w  # a fresh array from the inverse FFT
+    summed = overlap_add(frames, p.hop_length)
     env = envelope(p, w.astype(np.float64), count)
     start, stop, out_length = istft_bounds(p, count, length)
     check_nola(env, start, stop)
-    out = np.zeros((*spectrum.shape[:-2], out_length), dtype=rdtype)
-    out[..., : stop - start] = summed[..., start:stop] / env[start:stop].astype(rdtype)
+    out = np.empty((*spectrum.shape[:-2], out_length), dtype=rdtype)
+    np.divide(summed[..., start:stop], env[start:stop].astype(rdtype),
+              out=out[..., : stop - start])  # fmt: skip
+    out[..., stop - start :] = 0
     return out
