@@ -16,7 +16,7 @@ try:  # scipy.fft keeps float32 in float32 and runs batches on several threads.
 except ImportError:  # pragma: no cover - exercised in the torch-less/scipy-less CI job
     _scipy_fft = None
 
-try:  # Intel MKL's FFT (the `mkl` extra): about twice pocketfft's speed on x86 batches.
+try:  # Intel MKL's FFT (the `mkl` extra): x86 batches in about half pocketfft's time.
     import mkl as _mkl_service  # mkl-service: MKL's thread count per calling thread
     import mkl_fft as _mkl_fft
 except ImportError:
