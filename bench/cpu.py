@@ -2,7 +2,8 @@
 
 Workloads: ../shared/PERF.md's mel, mfcc, stft_c, stft_p and cqt scaled to 8 signals. Each
 (workload, contender) runs in a fresh process (so no contender warms caches for another),
-timed as the median of --repeat calls after --warmup calls, all in float32. The contenders
+timed as the median of --repeat calls after --warmup calls, all in float32 (wall time; the
+process time of the calls, all threads together, is printed beside it). The contenders
 take turns for --rounds rounds and each one's best round is kept, so a slow spell of a shared
 machine does not land on one contender only.
 
@@ -112,13 +113,15 @@ def _time_one(workload: str, contender: str, warmup: int, repeat: int) -> dict:
         return {"ms": None}
     for _ in range(warmup):
         fn()
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fn()
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
     times.sort()
-    result = {"ms": 1e3 * times[len(times) // 2]}
+    cpu.sort()
+    result = {"ms": 1e3 * times[len(times) // 2], "cpu_ms": 1e3 * cpu[len(cpu) // 2]}
     if contender == "specux":
         from specux.kernels.cpu import fft
 
@@ -172,7 +175,7 @@ def main() -> int:
     )
     fft_line = None
     print(f"{'workload':8s} {'specux ms':>10s} {'librosa ms':>11s} {'torch ms':>9s} "
-          f"{'vs librosa':>11s} {'vs torch':>9s}")  # fmt: skip
+          f"{'vs librosa':>11s} {'vs torch':>9s}   {'CPU ms s / l / t':>18s}")  # fmt: skip
     for workload in args.only or WORKLOADS:
         ms: dict = {}
         for _ in range(max(1, args.rounds)):
@@ -183,14 +186,18 @@ def main() -> int:
                     ms[c] = one
         fft_line = ms["specux"].get("fft", fft_line)
         ours, librosa_ms, torch_ms = (ms[c]["ms"] for c in CONTENDERS)
+        cpu = [ms[c].get("cpu_ms") for c in CONTENDERS]
         print(
             f"{workload:8s} {_fmt(ours):>10s} {_fmt(librosa_ms):>11s} {_fmt(torch_ms):>9s} "
-            f"{_ratio(librosa_ms, ours):>11s} {_ratio(torch_ms, ours):>9s}"
+            f"{_ratio(librosa_ms, ours):>11s} {_ratio(torch_ms, ours):>9s}   "
+            f"{' / '.join(_fmt(v) for v in cpu):>18s}"
         )
         for c in CONTENDERS:
             if ms[c].get("error"):
                 print(f"    {c} failed: {ms[c]['error']}")
-    print("ratios are peer time / specux time: above 1 means specux is faster")
+    print("ratios are peer time / specux time: above 1 means specux is faster; CPU ms is the "
+          "process time of a call (all threads) for specux / librosa / torch, from the round kept;"
+          " steadier than wall time on a shared machine")
     print(f"specux's CPU FFTs ran on: {fft_line or '-'} (SPECUX_CPU_FFT; `python -m specux info`)")
     return 0
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,3 +52,22 @@ def test_demo_reports_shape_backend_and_time(tmp_path):
     assert "melspectrogram(n_mels=80, output='db'): shape (80, 126)" in out
     assert "backend: cpu (numpy, FFTs by " in out
     assert "time:" in out and " ms" in out
+
+
+def test_cpu_benchmark_script_runs_and_prints_ratios():
+    # bench/cpu.py end to end on one workload, one round of one call (a smoke test: no
+    # timing is asserted, only that every contender ran and the table is complete)
+    pytest.importorskip("torch")
+    pytest.importorskip("librosa")
+    env = dict(os.environ, PYTHONPATH=ROOT, SPECUX_CPU_FFT="scipy")
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "cpu.py"), "--only", "stft_p", "--rounds",
+         "1", "--repeat", "1", "--warmup", "0"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.startswith("stft_p"))
+    assert len(re.findall(r"\b\d+\.\d\dx\b", row)) == 2, row  # vs librosa, vs torch
+    assert re.search(r"\d+\.\d / \d+\.\d / \d+\.\d$", row.rstrip()), row  # CPU ms, all three
+    assert "failed" not in result.stdout
+    assert "specux's CPU FFTs ran on: scipy" in result.stdout
