@@ -255,10 +255,10 @@ class BlockSpec:
         argument; 1: no bound). A plain transform whose first stage is radix 16 holds 16
         complex values per thread: left alone, the compiler gave the 1024-point kernel (256
         threads) 87 registers, 2 blocks per SM, too few loads in flight for DRAM; bounded to
-        1024 threads per SM (64 registers) the fft_b batch ran 16% faster on an H200. Longer
-        transforms (the 4096-point four-step halves lost 10% so bounded), float64 (twice the
-        registers per value) and the framing / filterbank kernels (no gain) keep the
-        compiler's choice."""
+        1024 threads per SM (64 registers), `bench/fft.py`'s fft_b went from 0.60x to 0.71x
+        of cuFFT's speed on an H200 (docs/benchmarks.md). Longer transforms (the 4096-point
+        four-step halves were slower so bounded), float64 (twice the registers per value) and
+        the framing / filterbank kernels (no gain) keep the compiler's choice."""
         plain = not self.load.frames and not self.store.reduce and self.precision == "float32"
         radix_16 = bool(self.radices) and self.radices[0] >= 16
         if plain and radix_16 and self.n <= 1024 and self.block_threads <= 256:
