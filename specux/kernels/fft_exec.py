@@ -275,7 +275,7 @@ def stft_1d(
     if value == "cotangent":
         if not onesided or bank is not None:
             raise ValueError("the cotangent store needs the one-sided spectrum and no bank")
-        bank = BankReduce(0, float(exponent))  # its launch arguments carry the factors
+        bank = CotangentStore(float(exponent))
     program = _stft_program(n, framing, signals, onesided, value, float(eps), float(scale),
                             precision, src_storage, dst_storage, src_strides, bank)  # fmt: skip
     program.run(backend, src, dst, {_WINDOW: window, _PAD_TABLE: pad_table, _BANDS: bands,
@@ -296,7 +296,7 @@ def _stft_program(n, framing, signals, onesided, value, eps, scale, precision, s
     mode = "half" if onesided else "complex"
     outs = _rows(n // 2 + 1 if onesided else n)
     reduce = {}
-    if bank is not None and value != "cotangent":
+    if isinstance(bank, BankReduce):
         if not onesided:
             raise ValueError("a filterbank reduce needs the one-sided spectrum")
         value = _bank_value(bank.exponent)
@@ -381,18 +381,27 @@ class Framing:
 class BankReduce:
     """A filterbank applied to ``|X| ** exponent`` of an stft's one-sided bins inside the
     FFT kernel: ``n_bands`` outputs per frame, in dB (``db_factor * log10(max(s, eps))``)
-    when ``db_factor`` is set. (A stft of value "cotangent" passes its factors and exponent
-    in the same launch arguments, with ``n_bands`` 0.)"""
+    when ``db_factor`` is set."""
 
     n_bands: int
     exponent: float
     db_factor: float | None = None
 
 
+@dataclass(frozen=True)
+class CotangentStore:
+    """The launch arguments of an stft of value "cotangent": the exponent ``e`` of
+    ``F e |X| ** (e - 2) X`` (the factors ``F`` travel as the bank's weights pointer, the
+    kernel argument both stores read)."""
+
+    exponent: float
+
+
 def _block_args(
     backend, src, dst, table, load_table, store_table, batch, scale, ins, outs,
     cols, in_cm, in_jm, out_cm, out_jm, load_valid, store_valid, logical, total,
-    framing: Framing | None = None, eps: float = 0.0, bank: BankReduce | None = None,
+    framing: Framing | None = None, eps: float = 0.0,
+    bank: BankReduce | CotangentStore | None = None,
 ):  # fmt: skip
     def ptr(buffer):
         return backend.pointer(buffer) if buffer is not None else 0
@@ -402,9 +411,11 @@ def _block_args(
         cols, in_cm = framing.frames, framing.hop
         frame_args = (framing.sig_len, framing.pad, ptr(_PAD_TABLE), ptr(_WINDOW))
     bank_args: tuple = (0, 0, 0, 0.0, 0.0)
-    if bank is not None:
+    if isinstance(bank, BankReduce):
         bank_args = (ptr(_BANDS), ptr(_WEIGHTS), bank.n_bands, float(bank.db_factor or 0.0),
                      float(bank.exponent))  # fmt: skip
+    elif isinstance(bank, CotangentStore):
+        bank_args = (0, ptr(_WEIGHTS), 0, 0.0, float(bank.exponent))
     return (
         ptr(src), ptr(dst), ptr(table), ptr(load_table), ptr(store_table), batch, float(scale),
         ins.inner, ins.outer_stride, ins.inner_stride, ins.elem_stride,

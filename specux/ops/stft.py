@@ -263,7 +263,15 @@ def _power_adjoint_cuda(x, window, window_name, n_fft, hop_length, win_length, c
 
     _power_adjoint_check(x, n_fft, hop_length, center, grad)
     p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, normalized, True)
-    return transforms.power_adjoint(x, window, p, power, grad)
+    if transforms.power_adjoint_fused(x, p):
+        return transforms.power_adjoint(x, window, p, power, grad)
+    # Beyond a block: the spectrum in memory (compute precision), its cotangent, the adjoint.
+    xc = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    spectrum = stft(xc, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
+                    normalized, True, "complex", 0.0)  # fmt: skip
+    cotangent = spectrum_cotangent(spectrum, grad.to(xc.dtype), power)
+    grad_x, _ = complex_adjoint(cotangent, xc, window, p, True, False)
+    return grad_x.to(x.dtype)
 
 
 def _power_adjoint_setup(ctx, inputs, output):

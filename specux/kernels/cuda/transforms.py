@@ -210,45 +210,37 @@ def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tenso
 # power_adjoint
 
 
+def power_adjoint_fused(x: torch.Tensor, p: StftParams) -> bool:
+    """Whether :func:`power_adjoint` runs for ``x`` (the stft of n_fft fits one block kernel);
+    otherwise the op runs the composite chain (stft, cotangent, complex adjoint)."""
+    return transform_exec.stft_fusable(p.n_fft, _storage(x)[1], True)
+
+
 def power_adjoint(x: torch.Tensor, window, p: StftParams, power: float,
                   grad: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """The gradient of ``sum(grad * |stft(x)| ** power)`` w.r.t. ``x`` (one-sided; ``grad``
-    ``(..., n_freq, n_frames)``): the stft kernel stores each bin's cotangent instead of X
-    (the cotangent store, :func:`fft_exec.stft_1d`; X is never written), then the inverse
-    real FFT of every frame and the overlap-add through the padding (weighting the frames
-    by the window as it sums them when no padding folds back)."""
+    ``(..., n_freq, n_frames)``; :func:`power_adjoint_fused` must hold): the stft kernel
+    stores each bin's cotangent instead of X (the cotangent store, :func:`fft_exec.stft_1d`;
+    X is never written), then the inverse real FFT of every frame and the overlap-add through
+    the padding (weighting the frames by the window as it sums them when no padding folds
+    back)."""
+    if not power_adjoint_fused(x, p):
+        raise ValueError(f"power_adjoint: a {p.n_fft}-point stft does not fit one block kernel")
     src_storage, precision = _storage(x)
-    real = _dtype(precision)
-    factors = grad.transpose(-1, -2).to(real).contiguous()  # frame-major, like the spectrum
+    factors = grad.transpose(-1, -2).to(_dtype(precision)).contiguous()  # frame-major
     backend = TorchCudaBackend(x.device)
     xd, rows = _rows(x)
     length = x.shape[-1]
     w = full_window(p, window, precision, backend)
-    if transform_exec.stft_fusable(p.n_fft, precision, True):
-        cotangent = torch.empty(factors.shape, dtype=_spectrum_dtype(precision, "complex"),
-                                device=x.device)  # fmt: skip
-        if cotangent.numel():
-            transform_exec.stft(backend, xd, cotangent, w, signals=rows, sig_len=length,
-                                n_fft=p.n_fft, hop=p.hop_length, pad=p.pad, mode=p.pad_mode,
-                                onesided=True, value="cotangent",
-                                eps=0.0, scale=axis_scale(p.n_fft, p.fft_norm, False),
-                                precision=precision, src_storage=src_storage,
-                                dst_storage=precision, weights=factors,
-                                exponent=power)  # fmt: skip
-    else:  # beyond a block: the spectrum in memory, the cotangent by torch
-        spectrum = _stft_into(x, window, p, "complex", 0.0, storage=precision)
-        if power == 2.0:
-            scale = 2.0 * factors
-        else:
-            magnitude = spectrum.abs()
-            safe = torch.where(magnitude > 0, magnitude, torch.ones_like(magnitude))
-            scale = torch.where(magnitude > 0, factors * power * safe ** (power - 2.0),
-                                torch.zeros_like(safe))  # fmt: skip
-        half = torch.full((p.n_freq,), 0.5, dtype=real, device=x.device)
-        half[0] = 1.0
-        if p.n_fft % 2 == 0:
-            half[-1] = 1.0
-        cotangent = spectrum * (scale * half)
+    cotangent = torch.empty(factors.shape, dtype=_spectrum_dtype(precision, "complex"),
+                            device=x.device)  # fmt: skip
+    if cotangent.numel():
+        transform_exec.stft(backend, xd, cotangent, w, signals=rows, sig_len=length,
+                            n_fft=p.n_fft, hop=p.hop_length, pad=p.pad, mode=p.pad_mode,
+                            onesided=True, value="cotangent", eps=0.0,
+                            scale=axis_scale(p.n_fft, p.fft_norm, False), precision=precision,
+                            src_storage=src_storage, dst_storage=precision, weights=factors,
+                            exponent=power)  # fmt: skip
     frames = cuda_fft.c2r(cotangent, [-1], p.n_fft, dual_norm(p.fft_norm))
     if transform_exec.folds(p.pad, p.pad_mode):  # the fold reads unweighted frames
         frames.mul_(w)
