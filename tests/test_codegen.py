@@ -180,21 +180,24 @@ def _families():
 
     recorder = _Recorder()
     rows, columns = Strides(1, 0, 0, 1), Strides(8, 0, 1, 8)
-    for kind in ("c2c", "r2c", "c2r"):
-        for storage in ("float16", "float32", "float64"):
-            precision = "float64" if storage == "float64" else "float32"
-            # block sizes (radices 2..16, pack), Bluestein, four-step (2 * 4096 * 3), passes
-            for n in (1, 2, 3, 4, 5, 7, 8, 11, 13, 16, 17, 1000, 1024, 4096 * 6, 5003, 2**27):
-                for sign in (-1, 1):
-                    for strides in (rows, columns):
-                        for use_blocks in (True, False):
-                            if n == 2**27 and not use_blocks:
-                                continue
-                            transform_1d(recorder, None, None, n=n, kind=kind, sign=sign,
-                                         scale=1.0, precision=precision, batch=1,
-                                         src_storage=storage, dst_storage=storage,
-                                         src_strides=strides, dst_strides=strides,
-                                         use_blocks=use_blocks)  # fmt: skip
+    # (kind, source storage, destination storage): bfloat16 is real storage only, so its
+    # transforms read bfloat16 signals into complex64 spectra (r2c)
+    combos = [(kind, storage, storage) for kind in ("c2c", "r2c", "c2r")
+              for storage in ("float16", "float32", "float64")] + [("r2c", "bfloat16", "float32")]
+    for kind, storage, dst_storage in combos:
+        precision = "float64" if storage == "float64" else "float32"
+        # block sizes (radices 2..16, pack), Bluestein, four-step (2 * 4096 * 3), passes
+        for n in (1, 2, 3, 4, 5, 7, 8, 11, 13, 16, 17, 1000, 1024, 4096 * 6, 5003, 2**27):
+            for sign in (-1, 1):
+                for strides in (rows, columns):
+                    for use_blocks in (True, False):
+                        if n == 2**27 and not use_blocks:
+                            continue
+                        transform_1d(recorder, None, None, n=n, kind=kind, sign=sign,
+                                     scale=1.0, precision=precision, batch=1,
+                                     src_storage=storage, dst_storage=dst_storage,
+                                     src_strides=strides, dst_strides=strides,
+                                     use_blocks=use_blocks)  # fmt: skip
     _transform_families(recorder)
     return sorted({source_key(spec) for spec in recorder.specs}, key=repr)
 
@@ -205,16 +208,18 @@ def _transform_families(recorder):
     from specux.kernels import transform_exec
     from specux.kernels.codegen.gather import GatherSpec
 
-    for storage in ("float16", "float32", "float64"):
+    for storage in ("float16", "bfloat16", "float32", "float64"):
         precision = "float64" if storage == "float64" else "float32"
         for n_fft, onesided in ((1024, True), (1000, False), (17, True)):
             for value in ("complex", "magnitude", "power", "db"):
+                # complex values of bfloat16 signals are complex64
+                dst = "float32" if storage == "bfloat16" and value == "complex" else storage
                 for mode in ("constant", "reflect"):
                     transform_exec.stft(recorder, None, None, None, signals=1, sig_len=4 * n_fft,
                                         n_fft=n_fft, hop=n_fft // 4, pad=n_fft // 2, mode=mode,
                                         onesided=onesided, value=value, eps=1e-10, scale=1.0,
                                         precision=precision, src_storage=storage,
-                                        dst_storage=storage)  # fmt: skip
+                                        dst_storage=dst)  # fmt: skip
             if onesided:  # the cotangent store of power_adjoint (dst: the compute precision)
                 transform_exec.stft(recorder, None, None, None, signals=1, sig_len=4 * n_fft,
                                     n_fft=n_fft, hop=n_fft // 4, pad=n_fft // 2, mode="reflect",

@@ -783,8 +783,8 @@ def test_half_storage_inputs(half):
     x32 = 0.5 * _signal((3, 8000), seed=11, dtype=F32).to(DEVICE)  # |X|^2 well below 65504
     xh = x32.to(half)
     S = specux.stft(xh, 1000, 333)
-    if half == torch.float16:
-        assert S.dtype == torch.complex32  # API.md: complex outputs are complex32 for torch
+    # API.md: complex outputs are complex32 for torch float16; bfloat16 has no complex type
+    assert S.dtype == (torch.complex32 if half == torch.float16 else torch.complex64)
     assert S.device.type == DEVICE.type
     err = rel_peak(_host(S), _host(specux.stft(x32, 1000, 333)))
     assert err <= tol, ("complex", err)
@@ -807,6 +807,54 @@ def test_half_storage_inputs(half):
     assert conv.dtype == half
     err = rel_peak(_host(conv), _host(specux.fftconvolve(x32, x32[:, :257])))
     assert err <= tol, ("fftconvolve", err)
+
+
+def _storages(spec):
+    """(load, store) storage names of a launched kernel's spec."""
+    if hasattr(spec, "load"):
+        return spec.load.storage, spec.store.storage
+    return spec.storage, spec.storage
+
+
+def test_bfloat16_is_loaded_and_stored_by_the_kernels(monkeypatch):
+    """bfloat16 signals are read by the kernels themselves (no float32 copy first) and real
+    results written as bfloat16 (one launch for each of these); gradients come back in
+    bfloat16 and match the float32 ones."""
+    from specux.kernels.cuda import fft as cuda_fft
+
+    launched = []
+    launch = cuda_fft.launch
+
+    def spy(spec, *args):
+        launched.append(_storages(spec))
+        return launch(spec, *args)
+
+    monkeypatch.setattr(cuda_fft, "launch", spy)
+    x32 = 0.5 * _signal((2, 4000), seed=14, dtype=F32).to(DEVICE)
+    x = x32.to(torch.bfloat16)
+    calls = {
+        "stft-power": (lambda t: specux.stft(t, 256, 64, output="power"), ("bfloat16",) * 2),
+        "mel": (lambda t: specux.melspectrogram(t, **PERF, n_mels=80), ("bfloat16",) * 2),
+        "stft": (lambda t: specux.stft(t, 256, 64), ("bfloat16", "float32")),
+        "rfft": (lambda t: specux.rfft(t), ("bfloat16", "float32")),
+    }
+    for name, (fn, storages) in calls.items():
+        launched.clear()
+        out = fn(x)
+        assert launched == [storages], name
+        assert out.dtype == (torch.complex64 if out.is_complex() else torch.bfloat16), name
+        want = fn(x.float())
+        assert rel_peak(_host(out), _host(want)) <= BF16_REL, name
+    for name in ("stft-power", "mel", "stft"):
+        fn = calls[name][0]
+        leaf = x.clone().requires_grad_(True)
+        out = fn(leaf)
+        (grad,) = torch.autograd.grad((out.abs() if out.is_complex() else out).sum(), leaf)
+        assert grad.dtype == torch.bfloat16, name
+        ref_leaf = x.float().requires_grad_(True)
+        ref = fn(ref_leaf)
+        (want,) = torch.autograd.grad((ref.abs() if ref.is_complex() else ref).sum(), ref_leaf)
+        assert rel_peak(_host(grad), _host(want)) <= BF16_REL, name
 
 
 def test_autocast_computes_in_float32():

@@ -223,3 +223,92 @@ def test_emulated_sparse_bank(power, db, rng):
             assert np.max(np.abs(got - ref)) <= TOLERANCES["db_abs64"], n_fft
         else:
             assert _peak_error(got, ref) <= TOLERANCES["float64"], n_fft
+
+
+# --------------------------------------------------------------------------------------------
+# bfloat16 storage: the kernels load and store bfloat16 themselves and compute in float32.
+# numpy has no bfloat16, so the buffers here hold its bits as uint16.
+
+
+def _to_bfloat16(values: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bits, rounded to nearest even (as torch and the kernels round)."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _from_bfloat16(bits: np.ndarray) -> np.ndarray:
+    return (np.ascontiguousarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def test_bfloat16_helpers_round_like_torch():
+    torch = pytest.importorskip("torch")
+    values = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, -2.5e-3, 3.4e38, 1e-40], np.float32)
+    want = torch.from_numpy(values).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    assert np.array_equal(_to_bfloat16(values), want)
+    assert np.array_equal(_from_bfloat16(want), torch.from_numpy(want.view(np.int16))
+                          .view(torch.bfloat16).float().numpy())  # fmt: skip
+
+
+@pytest.mark.parametrize("value", ["complex", "magnitude", "power"])
+@pytest.mark.parametrize("n_fft", [16, 15, 17])  # packed, plain, Bluestein
+def test_emulated_stft_bfloat16_storage(n_fft, value, rng):
+    """A bfloat16 signal in, complex64 (complex) or bfloat16 (real values) out."""
+    p = _params(n_fft, 4, True, "reflect")
+    bits = _to_bfloat16(rng.standard_normal((2, 50)))
+    x = _from_bfloat16(bits).astype(np.float64)  # exactly the samples the kernel reads
+    count = 1 + (50 + 2 * p.pad - n_fft) // 4
+    complex_out = value == "complex"
+    out = np.zeros((2, count, p.n_freq), np.complex64 if complex_out else np.uint16)
+    transform_exec.stft(emulate.HostBackend(), bits, out,
+                        np.array(cpu_stft.full_window(p, None, np.float32)), signals=2,
+                        sig_len=50, n_fft=n_fft, hop=4, pad=p.pad, mode="reflect", onesided=True,
+                        value=value, eps=1e-10, scale=1.0, precision="float32",
+                        src_storage="bfloat16",
+                        dst_storage="float32" if complex_out else "bfloat16")  # fmt: skip
+    got = (out if complex_out else _from_bfloat16(out)).swapaxes(-1, -2)
+    ref = cpu_stft.stft(x, None, p, value, 1e-10)
+    bound = TOLERANCES["float32_peak"] if complex_out else TOLERANCES["bfloat16_store"]
+    assert _peak_error(got, ref) <= bound
+
+
+def test_emulated_bfloat16_bank_frames_and_projection(rng):
+    """The fused filterbank (bfloat16 in and out), the frame gather (bit-exact) and the
+    projection gather (the DCT of mfcc) on bfloat16 buffers."""
+    p = _params(64, 16, True, "constant")
+    bits = _to_bfloat16(rng.standard_normal((2, 300)))
+    x = _from_bfloat16(bits).astype(np.float64)
+    bank = filters.mel(sr=8000, n_fft=64, n_mels=10)
+    sparse = filters.sparse_bank(bank)
+    bands = transform_exec.sparse_bands(sparse.starts, sparse.stops, sparse.max_width)
+    count = 1 + 300 // 16
+    fused = np.zeros((2, count, 10), np.uint16)
+    transform_exec.stft(emulate.HostBackend(), bits, fused,
+                        np.array(cpu_stft.full_window(p, None, np.float32)), signals=2,
+                        sig_len=300, n_fft=64, hop=16, pad=p.pad, mode="constant", onesided=True,
+                        value="power", eps=1e-10, scale=1.0, precision="float32",
+                        src_storage="bfloat16", dst_storage="bfloat16",
+                        bank=transform_exec.BankReduce(10, 2.0), bands=bands,
+                        weights=sparse.weights.ravel().astype(np.float32))  # fmt: skip
+    ref = cpu_features.bank_spectrogram(x, None, p, 2.0, bank, "power", 1e-10)
+    got = _from_bfloat16(fused).swapaxes(-1, -2)
+    assert _peak_error(got, ref) <= TOLERANCES["bfloat16_store"]
+
+    q = _params(16, 5, True, "reflect")
+    framed = np.zeros((2, 1 + (300 + 2 * q.pad - 16) // 5, 16), np.uint16)
+    transform_exec.frame(emulate.HostBackend(), bits, framed, rows=2, sig_len=300, frame_len=16,
+                         hop=5, pad=q.pad, mode="reflect", count=framed.shape[1],
+                         storage="bfloat16", precision="float32")  # fmt: skip
+    want = cpu_frames.frame(x, 16, 5, q.pad, "reflect")
+    assert np.array_equal(_from_bfloat16(framed), want)  # a gather moves the bits unchanged
+
+    # the projection (mfcc's DCT): rows of 10 features -> 4 outputs, dense bands
+    features = _to_bfloat16(rng.standard_normal((2, count, 10)))
+    matrix = filters.dct(4, 10, dct_type=2, norm="ortho")
+    dense = transform_exec.sparse_bands(np.zeros(4, np.int64), np.full(4, 10, np.int64), 10)
+    projected = np.zeros((2, count, 4), np.uint16)
+    transform_exec.bank(emulate.HostBackend(), features, projected, dense,
+                        np.ascontiguousarray(matrix, np.float32).ravel(), rows=2 * count,
+                        n_in=10, n_out=4, exponent=1.0, db_factor=None, eps=0.0,
+                        storage="bfloat16", precision="float32")  # fmt: skip
+    ref = _from_bfloat16(features).astype(np.float64) @ matrix.T
+    assert _peak_error(_from_bfloat16(projected), ref) <= TOLERANCES["bfloat16_store"]

@@ -2,7 +2,8 @@
 
 float32 / float64 compute as themselves. float16 and bfloat16 are storage formats: they
 compute in float32; real results come back in the input dtype, complex results as complex64
-(``torch.complex32`` for torch float16, which has a half-precision complex type).
+(``torch.complex32`` for torch float16, which has a half-precision complex type; there is no
+bfloat16 complex type, so complex values of bfloat16 signals are complex64 everywhere).
 """
 
 from __future__ import annotations
@@ -16,23 +17,24 @@ _COMPUTE = {
     "complex64": "complex64",
     "complex128": "complex128",
 }
-_COMPLEX_OF = {"float16": "complex32", "float32": "complex64", "float64": "complex128"}
+_COMPLEX_OF = {"float16": "complex32", "bfloat16": "complex64", "float32": "complex64",
+               "float64": "complex128"}  # fmt: skip
 _REAL_OF = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
 
 
 def compute_dtype(name: str, backend: str = "cpu") -> str:
     """The dtype handed to the kernels for an input of dtype ``name``.
 
-    The CUDA kernels load and store float16 themselves (computing in float32); elsewhere
-    half inputs are widened to float32 first.
+    The CUDA kernels load and store float16 and bfloat16 themselves (computing in float32);
+    elsewhere half inputs are widened to float32 first.
     """
-    if backend == "cuda" and name in ("float16", "complex32"):
+    if backend == "cuda" and name in ("float16", "bfloat16", "complex32"):
         return name
     return _COMPUTE[name]
 
 
 def complex_of(compute_name: str) -> str:
-    """complex64 for float32, complex128 for float64."""
+    """complex64 for float32 (and bfloat16), complex128 for float64, complex32 for float16."""
     return _COMPLEX_OF[compute_name]
 
 

@@ -103,8 +103,7 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
 
 
 # torch spellings of meta.dtypes' complex <-> real pairing (fake kernels need them).
-COMPLEX_OF = {
-    getattr(torch, real): getattr(torch, dtypes.complex_of(real))
-    for real in ("float16", "float32", "float64")
-}
-REAL_OF = {value: key for key, value in COMPLEX_OF.items()}
+_PAIRED = ("float16", "float32", "float64")
+REAL_OF = {getattr(torch, dtypes.complex_of(real)): getattr(torch, real) for real in _PAIRED}
+COMPLEX_OF = {**{real: complex_ for complex_, real in REAL_OF.items()},
+              torch.bfloat16: torch.complex64}  # no bfloat16 complex type  # fmt: skip

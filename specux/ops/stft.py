@@ -166,7 +166,7 @@ def complex_adjoint(grad, x, window, p: StftParams, needs_x: bool, needs_window:
         y = c2c(columns, [-1], False, dual_norm(p.fft_norm)).real
     grad_x = grad_w = None
     if needs_x:
-        w = full_window_tensor(p, window, x.dtype, x.device)
+        w = full_window_tensor(p, window, y.dtype, x.device)  # y: the compute precision
         grad_x = overlap_add(y * w, x.shape[-1], p.hop_length, p.pad, p.pad_mode)
     if window is not None and needs_window:
         frames = frame(x, p.n_fft, p.hop_length, p.pad, p.pad_mode)

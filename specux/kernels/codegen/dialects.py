@@ -13,7 +13,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Dialect:
     name: str
-    prelude: str  # includes, half conversions, sincospi
+    prelude: str  # includes, float16 / bfloat16 conversions, sincospi
     function: str  # qualifier of helper functions
     restrict: str
     # The kernel: an entry point that runs ``body`` once per thread id ``gid``.
@@ -34,6 +34,17 @@ __device__ __forceinline__ float specux_h2f(unsigned short h) {
 __device__ __forceinline__ unsigned short specux_f2h(float f) {
     unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
 }
+// bfloat16: the upper half of a float32; stores round to nearest even (NaN -> 0x7FC0, as
+// torch rounds), in integer arithmetic so every architecture compiles it.
+__device__ __forceinline__ float specux_b2f(unsigned short b) {
+    return __uint_as_float(((unsigned int)b) << 16);
+}
+__device__ __forceinline__ unsigned short specux_f2b(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
 __device__ __forceinline__ void specux_sincospi(double x, double* s, double* c) {
     sincospi(x, s, c);
 }
@@ -52,6 +63,15 @@ static inline float specux_h2f(unsigned short h) {
 }
 static inline unsigned short specux_f2h(float f) {
     _Float16 v = (_Float16)f; unsigned short h; std::memcpy(&h, &v, 2); return h;
+}
+static inline float specux_b2f(unsigned short b) {
+    std::uint32_t u = (std::uint32_t)b << 16; float f; std::memcpy(&f, &u, 4); return f;
+}
+static inline unsigned short specux_f2b(float f) {
+    std::uint32_t u; std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
 }
 static inline void specux_sincospi(double x, double* s, double* c) {
     // Reduce to [-1/4, 1/4] turns around the nearest quarter so the result is exact at

@@ -41,7 +41,10 @@ PARAMS = (
 
 _REAL = {"float32": "float", "float64": "double"}
 _COMPLEX_STORAGE = {"float16": "specux_c16", "float32": "specux_c32", "float64": "specux_c64"}
-_REAL_STORAGE = {"float16": "unsigned short", "float32": "float", "float64": "double"}
+# bfloat16 is real storage only (torch has no bfloat16 complex type: spectra of bfloat16
+# signals are complex64).
+_REAL_STORAGE = {"float16": "unsigned short", "bfloat16": "specux_b16", "float32": "float",
+                 "float64": "double"}  # fmt: skip
 
 
 def _types(fn: str) -> str:
@@ -49,6 +52,7 @@ def _types(fn: str) -> str:
 // Aligned to their size, so a complex value moves in one vector load / store.
 struct alignas(2 * sizeof(real_t)) cpx {{ real_t re, im; }};
 struct alignas(4) specux_c16 {{ unsigned short re, im; }};
+struct alignas(2) specux_b16 {{ unsigned short bits; }};
 struct alignas(8) specux_c32 {{ float re, im; }};
 struct alignas(16) specux_c64 {{ double re, im; }};
 {fn} cpx cadd(cpx a, cpx b) {{ cpx r = {{a.re + b.re, a.im + b.im}}; return r; }}
@@ -63,6 +67,7 @@ struct alignas(16) specux_c64 {{ double re, im; }};
 {fn} cpx to_cpx(specux_c32 v) {{ cpx r = {{(real_t)v.re, (real_t)v.im}}; return r; }}
 {fn} cpx to_cpx(specux_c64 v) {{ cpx r = {{(real_t)v.re, (real_t)v.im}}; return r; }}
 {fn} real_t to_real(unsigned short v) {{ return (real_t)specux_h2f(v); }}
+{fn} real_t to_real(specux_b16 v) {{ return (real_t)specux_b2f(v.bits); }}
 {fn} real_t to_real(float v) {{ return (real_t)v; }}
 {fn} real_t to_real(double v) {{ return (real_t)v; }}
 {fn} void put(cpx* p, cpx v) {{ *p = v; }}
@@ -72,6 +77,7 @@ struct alignas(16) specux_c64 {{ double re, im; }};
 {fn} void put(specux_c32* p, cpx v) {{ specux_c32 r = {{(float)v.re, (float)v.im}}; *p = r; }}
 {fn} void put(specux_c64* p, cpx v) {{ specux_c64 r = {{(double)v.re, (double)v.im}}; *p = r; }}
 {fn} void put(unsigned short* p, real_t v) {{ *p = specux_f2h((float)v); }}
+{fn} void put(specux_b16* p, real_t v) {{ p->bits = specux_f2b((float)v); }}
 {fn} void put(float* p, real_t v) {{ *p = (float)v; }}
 {fn} void put(double* p, real_t v) {{ *p = (double)v; }}
 """
@@ -102,7 +108,12 @@ def _offset(prefix: str, canonical: bool, index: str = "j") -> str:
 def _storage_type(storage: str, mode: str) -> str:
     if storage == "compute":
         return "cpx"
-    return _REAL_STORAGE[storage] if mode == "real" else _COMPLEX_STORAGE[storage]
+    if mode == "real":
+        return _REAL_STORAGE[storage]
+    if storage not in _COMPLEX_STORAGE:
+        raise ValueError(f"no complex {storage} storage: complex values of {storage} signals "
+                         "are stored as complex64")
+    return _COMPLEX_STORAGE[storage]
 
 
 def _load_fn(fn: str, spec: LoadSpec, params: str) -> str:

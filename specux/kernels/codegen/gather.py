@@ -86,7 +86,8 @@ GATHER_PARAMS = (
 KINDS = ("frame", "ola", "fold", "istft", "bank", "convert", "map", "value", "cmul", "rowmax",
          "colnorm", "correlate", "correlate_t", "partsum")  # fmt: skip
 # dtype name -> storage type of the array kinds
-_ARRAY_TYPES = {"float16": "unsigned short", "float32": "float", "float64": "double",
+_ARRAY_TYPES = {"float16": "unsigned short", "bfloat16": "specux_b16", "float32": "float",
+                "float64": "double",
                 "complex32": "specux_c16", "complex64": "specux_c32",
                 "complex128": "specux_c64"}  # fmt: skip
 
@@ -94,7 +95,7 @@ _ARRAY_TYPES = {"float16": "unsigned short", "float32": "float", "float64": "dou
 @dataclasses.dataclass(frozen=True)
 class GatherSpec:
     """One gather kernel: ``kind`` (see the module), real ``storage`` of input and output
-    (float16 / float32 / float64), ``precision`` of the arithmetic, and ``option``:
+    (float16 / bfloat16 / float32 / float64), ``precision`` of the arithmetic, and ``option``:
     ``frame``: the padding (``constant`` | ``indexed``); ``ola``: ``window`` to weight the
     frames; ``bank``: ``power`` | ``db``, with ``pow`` appended when the input is raised to
     ``exponent`` first."""

@@ -21,6 +21,7 @@ from specux.meta import dtypes
 # torch dtype -> (storage name, register precision)
 _STORAGE = {
     torch.float16: ("float16", "float32"),
+    torch.bfloat16: ("bfloat16", "float32"),
     torch.float32: ("float32", "float32"),
     torch.float64: ("float64", "float64"),
     torch.complex32: ("float16", "float32"),

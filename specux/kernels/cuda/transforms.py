@@ -45,7 +45,8 @@ def _storage(t: torch.Tensor) -> tuple[str, str]:
     """(storage, precision) of a real tensor; raises for dtypes the kernels do not read."""
     if t.is_complex() or t.dtype not in _STORAGE:
         raise TypeError(
-            f"these CUDA kernels read real float16, float32 and float64 tensors, not {t.dtype}"
+            "these CUDA kernels read real float16, bfloat16, float32 and float64 tensors, "
+            f"not {t.dtype}"
         )
     return _STORAGE[t.dtype]
 
@@ -56,7 +57,8 @@ def _dtype(name: str) -> torch.dtype:
 
 
 def _spectrum_dtype(storage: str, value: str) -> torch.dtype:
-    """complex (complex32 for float16 storage) for value "complex", else the storage's real."""
+    """complex (complex32 for float16 storage, complex64 for bfloat16) for value "complex",
+    else the storage's real."""
     return _dtype(dtypes.complex_of(storage) if value == "complex" else storage)
 
 
@@ -118,6 +120,8 @@ def _stft_into(x: torch.Tensor, window, p: StftParams, value: str, eps: float,
     """The stft of ``x`` as a frame-major ``(..., n_frames, n_freq)`` tensor of ``value``."""
     src_storage, precision = _storage(x)
     dst_storage = storage or src_storage
+    if value == "complex" and dst_storage == "bfloat16":
+        dst_storage = "float32"  # no bfloat16 complex type: complex64
     x, rows = _rows(x)
     length = x.shape[-1]
     count = shapes.n_frames(length, p.n_fft, p.hop_length, p.pad)
