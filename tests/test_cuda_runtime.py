@@ -269,6 +269,37 @@ def test_argument_buffer_layout():
         _ArgBuffer((int,))
 
 
+def test_argument_buffer_packed_and_slot_paths():
+    """Scalars and pointers are written by one struct pack; what it refuses (None for a
+    pointer) and struct-typed arguments go slot by slot, with ctypes' conversions and errors."""
+    from specux.kernels.cuda.runtime import _ArgBuffer
+
+    class Pair(ctypes.Structure):
+        _fields_ = [("a", ctypes.c_int), ("b", ctypes.c_double)]
+
+    def read(buffer, types):
+        pointers = (ctypes.c_void_p * len(types)).from_address(buffer.address)
+        return [t.from_address(p) for p, t in zip(pointers, types)]
+
+    types = (ctypes.c_uint16, ctypes.c_double, ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong)
+    buffer = _ArgBuffer(types)
+    assert buffer._packer is not None
+    buffer.fill_values((7, 2.5, 0xABC0, -3, -(2**40)))
+    assert [c.value for c in read(buffer, types)] == [7, 2.5, 0xABC0, -3, -(2**40)]
+    buffer.fill_values((1, 3, None, 4, 5))  # None: a NULL pointer, through the slots
+    assert [c.value for c in read(buffer, types)] == [1, 3.0, None, 4, 5]
+    with pytest.raises(TypeError):
+        buffer.fill_values((1, 2.0, 0, 1.5, 5))  # a float for an int: ctypes' error
+    with pytest.raises(TypeError, match="5 parameters"):
+        buffer.fill_values((1, 2.0))
+    mixed = (ctypes.c_int, Pair)
+    buffer = _ArgBuffer(mixed)
+    assert buffer._packer is None  # a struct argument: slot by slot
+    buffer.fill_values((9, Pair(4, 0.25)))
+    got = read(buffer, mixed)
+    assert got[0].value == 9 and (got[1].a, got[1].b) == (4, 0.25)
+
+
 class _FakeDriver:
     """Records the driver calls Kernel.launch makes (the launch logic, minus a GPU)."""
 
@@ -322,6 +353,13 @@ def test_launch_logic_with_a_fake_driver(monkeypatch, current):
     with pytest.raises(RuntimeError, match=r"cuLaunchKernel\(saxpy_f32\) failed"):
         kernel.launch((1,), (32,), 0, 0, args)
     assert fake.calls[-1] == ("pop",) or current == 7
+    # the generated kernels' path: values and one types tuple, a 1-D grid
+    fake.launch_result, fake.calls = 0, []
+    types = (ctypes.c_longlong, ctypes.c_float)
+    kernel.launch_values(6, 128, 0, 0xDEF, (77, 0.25), types)
+    kernel.launch_values(0, 128, 0, 0xDEF, (77, 0.25), types)  # empty grid: nothing
+    launches = [call for call in fake.calls if call[0] == "launch"]
+    assert launches == [("launch", "fn", (6, 1, 1), (128, 1, 1), 0, 0xDEF, 77, 0.25, 0)]
 
 
 # ---------------------------------------------------------------- cache (no GPU) -------------

@@ -144,6 +144,7 @@ class _Program:
         self.scratch: list[tuple[_Ref, int, str]] = []
         self.tables: list[tuple[_Ref, tuple, np.ndarray, str]] = []
         self.launches: list[tuple[Any, int, int, int, tuple]] = []
+        self._bindings: list | None = None  # built at the first run (see _bind)
 
     # the planning backend
     def scratch_buffer(self, count: int, precision: str) -> _Ref:
@@ -161,6 +162,19 @@ class _Program:
 
     def launch(self, spec, grid: int, block: int, shared: int, args: tuple) -> None:
         self.launches.append((spec, grid, block, shared, args))
+        self._bindings = None
+
+    def _bind(self) -> list:
+        """Per launch: its args with the buffer references zeroed, and (position, reference
+        id) of each reference -- so a run patches a few pointers instead of testing every
+        argument's type (programs are cached and run on every call)."""
+        if self._bindings is None:
+            self._bindings = [
+                (spec, grid, threads, shared, [0 if type(a) is _Ref else a for a in args],
+                 tuple((i, id(a)) for i, a in enumerate(args) if type(a) is _Ref))
+                for spec, grid, threads, shared, args in self.launches
+            ]  # fmt: skip
+        return self._bindings
 
     def run(self, backend: Backend, src: Any, dst: Any, bound: dict | None = None) -> None:
         pointers = {id(_SRC): backend.pointer(src), id(_DST): backend.pointer(dst)}
@@ -175,9 +189,11 @@ class _Program:
             buffer = backend.table(key, values, precision)
             keep.append(buffer)
             pointers[id(ref)] = backend.pointer(buffer)
-        for spec, grid, threads, shared, args in self.launches:
-            bound = tuple(pointers[id(a)] if type(a) is _Ref else a for a in args)
-            backend.launch(spec, grid, threads, shared, bound)
+        for spec, grid, threads, shared, template, refs in self._bind():
+            values = template.copy()
+            for index, ref in refs:
+                values[index] = pointers[ref]
+            backend.launch(spec, grid, threads, shared, tuple(values))
 
 
 class _Planner:

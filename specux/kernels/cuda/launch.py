@@ -35,11 +35,24 @@ def kernel(spec: Spec, device_index: int) -> Kernel:
     return _kernel_for_key(source_key(spec), device_index)
 
 
+# (id(spec), device) -> (spec, kernel, parameter types): the planned programs launch the
+# same spec objects call after call, and hashing a spec (nested frozen dataclasses) costs more
+# than the rest of a launch's Python. The entry holds the spec, so its id cannot be reused
+# while the entry exists; the identity check makes a stale id impossible to match.
+_RESOLVED: dict[tuple[int, int], tuple[Spec, Kernel, tuple]] = {}
+_RESOLVED_MAX = 4096
+
+
 def launch(spec: Spec, device_index: int, stream: int, grid: int, block: int, shared: int,
            args: tuple) -> None:  # fmt: skip
     """Launch ``spec``'s kernel with its family's parameters ``args`` (values in order)."""
-    types = _arg_types(type(spec))
-    kernel(spec, device_index).launch((grid,), (block,), shared, stream, tuple(zip(args, types)))
+    entry = _RESOLVED.get((id(spec), device_index))
+    if entry is None or entry[0] is not spec:
+        entry = (spec, kernel(spec, device_index), _arg_types(type(spec)))
+        if len(_RESOLVED) >= _RESOLVED_MAX:
+            _RESOLVED.clear()
+        _RESOLVED[(id(spec), device_index)] = entry
+    entry[1].launch_values(grid, block, shared, stream, args, entry[2])
 
 
 __all__ = ["kernel", "launch"]
