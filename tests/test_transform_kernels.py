@@ -188,10 +188,9 @@ def test_emulated_sparse_bank(power, db, rng):
         _stft(x, p, "power" if power == 2.0 else "magnitude").swapaxes(-1, -2)
     )
     sparse = filters.sparse_bank(mel)
-    bands = transform_exec.sparse_bands(sparse.starts, sparse.stops, sparse.max_width)
+    bands, weights = transform_exec.bank_tables(sparse.starts, sparse.stops, sparse.weights)
     out = np.zeros((2, spectrum.shape[1], 10))
-    transform_exec.bank(emulate.HostBackend(), spectrum, out, bands,
-                        np.ascontiguousarray(sparse.weights.ravel()), rows=out.size // 10,
+    transform_exec.bank(emulate.HostBackend(), spectrum, out, bands, weights, rows=out.size // 10,
                         n_in=33, n_out=10, exponent=1.0 if power in (1.0, 2.0) else power,
                         db_factor=20.0 / power if db else None, eps=1e-10, storage="float64",
                         precision="float64")  # fmt: skip
@@ -202,6 +201,7 @@ def test_emulated_sparse_bank(power, db, rng):
         q = _params(n_fft, 16, True, "constant")
         bank = filters.mel(sr=8000, n_fft=n_fft, n_mels=10)
         sparse = filters.sparse_bank(bank)
+        bands, weights = transform_exec.bank_tables(sparse.starts, sparse.stops, sparse.weights)
         count = 1 + 300 // 16
         fused[n_fft] = np.zeros((2, count, 10))
         transform_exec.stft(emulate.HostBackend(), x, fused[n_fft],
@@ -210,9 +210,7 @@ def test_emulated_sparse_bank(power, db, rng):
                             onesided=True, value="power", eps=1e-10, scale=1.0,
                             precision="float64", src_storage="float64", dst_storage="float64",
                             bank=transform_exec.BankReduce(10, power, 20.0 / power if db else None),
-                            bands=transform_exec.sparse_bands(sparse.starts, sparse.stops,
-                                                              sparse.max_width),
-                            weights=np.ascontiguousarray(sparse.weights.ravel()))  # fmt: skip
+                            bands=bands, weights=weights)  # fmt: skip
     for n_fft, values in [(64, out), *fused.items()]:
         q = _params(n_fft, 16, True, "constant")
         bank = filters.mel(sr=8000, n_fft=n_fft, n_mels=10)
@@ -279,7 +277,8 @@ def test_emulated_bfloat16_bank_frames_and_projection(rng):
     x = _from_bfloat16(bits).astype(np.float64)
     bank = filters.mel(sr=8000, n_fft=64, n_mels=10)
     sparse = filters.sparse_bank(bank)
-    bands = transform_exec.sparse_bands(sparse.starts, sparse.stops, sparse.max_width)
+    bands, weights = transform_exec.bank_tables(sparse.starts, sparse.stops,
+                                                sparse.weights.astype(np.float32))  # fmt: skip
     count = 1 + 300 // 16
     fused = np.zeros((2, count, 10), np.uint16)
     transform_exec.stft(emulate.HostBackend(), bits, fused,
@@ -288,7 +287,7 @@ def test_emulated_bfloat16_bank_frames_and_projection(rng):
                         value="power", eps=1e-10, scale=1.0, precision="float32",
                         src_storage="bfloat16", dst_storage="bfloat16",
                         bank=transform_exec.BankReduce(10, 2.0), bands=bands,
-                        weights=sparse.weights.ravel().astype(np.float32))  # fmt: skip
+                        weights=weights)  # fmt: skip
     ref = cpu_features.bank_spectrogram(x, None, p, 2.0, bank, "power", 1e-10)
     got = _from_bfloat16(fused).swapaxes(-1, -2)
     assert _peak_error(got, ref) <= TOLERANCES["bfloat16_store"]
@@ -304,10 +303,10 @@ def test_emulated_bfloat16_bank_frames_and_projection(rng):
     # the projection (mfcc's DCT): rows of 10 features -> 4 outputs, dense bands
     features = _to_bfloat16(rng.standard_normal((2, count, 10)))
     matrix = filters.dct(4, 10, dct_type=2, norm="ortho")
-    dense = transform_exec.sparse_bands(np.zeros(4, np.int64), np.full(4, 10, np.int64), 10)
+    dense = transform_exec.dense_bands(4, 10)
     projected = np.zeros((2, count, 4), np.uint16)
     transform_exec.bank(emulate.HostBackend(), features, projected, dense,
-                        np.ascontiguousarray(matrix, np.float32).ravel(), rows=2 * count,
+                        np.ascontiguousarray(matrix.T, np.float32).ravel(), rows=2 * count,
                         n_in=10, n_out=4, exponent=1.0, db_factor=None, eps=0.0,
                         storage="bfloat16", precision="float32")  # fmt: skip
     ref = _from_bfloat16(features).astype(np.float64) @ matrix.T

@@ -338,11 +338,11 @@ def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
     lines = [
         f"    {barrier}  // every value of the slot is in shared memory",
         f"    if (live) for (int m = t; m < n_bands; m += {spec.threads}) {{",
-        "        const int* band = (const int*)bands + 3 * m;  // first bin, bins, offset",
-        "        const real_t* weight = (const real_t*)weights + band[2];",
+        "        const int* band = (const int*)bands + 3 * m;  // first bin, bins, column",
+        "        const real_t* weight = (const real_t*)weights + band[2];  // bin-major",
         "        const real_t* values = pw + out_base + band[0];",
         "        real_t acc = (real_t)0;",
-        "        for (int k = 0; k < band[1]; ++k) acc += weight[k] * values[k];",
+        "        for (int k = 0; k < band[1]; ++k) acc += weight[k * n_bands] * values[k];",
     ]
     if spec.store.reduce == "bank_db":
         lines.append(

@@ -201,12 +201,12 @@ def _body(spec: GatherSpec) -> str:
         "    if (gid >= rows * size) return;",
         "    const long long m = gid % size, r = gid / size;",
         "    const storage_t* in = (const storage_t*)in_ptr + r * frame_len;",
-        "    const int* band = (const int*)table_a + 3 * m;  // first bin, bins, weight offset",
-        "    const real_t* weight = (const real_t*)table_b + band[2];",
+        "    const int* band = (const int*)table_a + 3 * m;  // first bin, bins, column",
+        "    const real_t* weight = (const real_t*)table_b + band[2];  // bin-major: stride size",
         "    real_t acc = (real_t)0;",
         "    for (int k = 0; k < band[1]; ++k) {",
         "        const real_t x = to_real(in[band[0] + k]);",
-        f"        acc += weight[k] * {value};",
+        f"        acc += weight[k * size] * {value};",
         "    }",
     ]
     if spec.option.startswith("db"):

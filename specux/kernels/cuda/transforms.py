@@ -369,10 +369,10 @@ def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in
     if width != n_in:
         raise ValueError(f"the matrix has {width} columns but {what} has {n_in} features")
     n_out = matrix.shape[0]
-    dense = transform_exec.sparse_bands(np.zeros(n_out, np.int64), np.full(n_out, n_in, np.int64),
-                                        n_in)  # fmt: skip
-    bands = backend.constant(("dense bands", n_out, n_in), dense)
-    return bands, matrix.detach().to(_dtype(precision)).contiguous(), n_out
+    bands = backend.constant(("dense bands", n_out, n_in),
+                             lambda: transform_exec.dense_bands(n_out, n_in))  # fmt: skip
+    # bin-major weights (transform_exec.bank_tables): the matrix transposed
+    return bands, matrix.detach().to(_dtype(precision)).t().contiguous(), n_out
 
 
 # ---------------------------------------------------------------------------------------------
