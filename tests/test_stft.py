@@ -235,3 +235,22 @@ def test_overlap_add_matches_a_loop_over_frames(frame_length, hop, count, batch)
     got = overlap_add(frames, hop)
     assert got.shape == expected.shape
     assert np.allclose(got, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(1, 40000), (3, 20000), (8, 6000)])
+def test_cpu_blocks_do_not_depend_on_the_thread_count(rng, shape, monkeypatch):
+    """The CPU backend splits frames into blocks by the input's shape only (not the core
+    count), so the filterbank's GEMMs see the same blocks and the bits are the same whether
+    one worker or several run them."""
+    from specux.kernels.cpu import fft as cpu_fft
+
+    x = rng.standard_normal(shape).astype(np.float32)
+
+    def features():
+        return (specux.melspectrogram(x, sr=16000, n_fft=512, hop_length=128, n_mels=40),
+                specux.stft(x, n_fft=512, hop_length=128, output="power"))  # fmt: skip
+
+    several = features()
+    monkeypatch.setattr(cpu_fft, "WORKERS", 1)
+    for a, b in zip(several, features()):
+        assert np.array_equal(a, b)
