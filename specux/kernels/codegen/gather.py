@@ -196,7 +196,9 @@ def _body(spec: GatherSpec) -> str:
     if kind in _ARRAY_BODIES:
         return _ARRAY_BODIES[kind](spec)
     # bank
-    value = "pow(x, (real_t)exponent)" if "pow" in spec.option else "x"
+    # options "power" | "db", with "pow" appended when the input is raised first ("power"
+    # itself contains "pow": a substring test made every bank gather call pow())
+    value = "pow(x, (real_t)exponent)" if spec.option.endswith("pow") else "x"
     lines = [
         "    if (gid >= rows * size) return;",
         "    const long long m = gid % size, r = gid / size;",
