@@ -127,8 +127,9 @@ def power_adjoint(x: np.ndarray, window: np.ndarray | None, p: StftParams, power
 
 # Frames are processed in blocks of at most this many bytes of windowed frames: large enough
 # to amortize the per-block calls (measured on the 2-core development VM, one process, the
-# bench workloads interleaved: 4 MiB blocks took 8-15% less time than 1 MiB ones for mel,
-# stft_c and stft_p; 256-512 KiB blocks, which stay in L2, were slower still), and split
+# bench workloads interleaved, two workers: the median over 8 rounds was 4-12% lower with
+# 4 MiB blocks than with 1 MiB ones for mel, stft_c and stft_p, the minima mixed; 512 KiB
+# blocks were slower still -- though one worker alone did best with them), and split
 # further when a batch gives fewer than _MIN_BLOCKS blocks, so small batches still use every
 # core. Both are constants, not the core count: the blocks (and so the bits of the GEMM
 # epilogues) depend on the input's shape only.
