@@ -26,7 +26,7 @@ from specux.kernels.plan import smooth_length
 from specux.meta import dtypes, shapes
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.matrices import MatrixSpec
-from specux.meta.params import StftParams
+from specux.meta.params import StftParams, axis_scale
 from specux.meta.windows import centered_offset
 
 NATIVE = "native"  # the library name of DeviceArray (specux.compat.arrays)
@@ -283,14 +283,6 @@ def apply_value(spectrum: DeviceArray, value: str, eps: float, out: DeviceArray 
 
 # ---------------------------------------------------------------------------------------------
 # FFT family
-
-
-def axis_scale(n: int, norm: str, inverse: bool) -> float:
-    if norm == "ortho":
-        return 1.0 / math.sqrt(n)
-    if (norm == "backward") == inverse:
-        return 1.0 / n
-    return 1.0
 
 
 def _run(src: DeviceArray, dst: DeviceArray, axis: int, n: int, kind: str, inverse: bool,

@@ -109,6 +109,16 @@ def norm_name(value: Any) -> str:
     return as_choice("norm", value, NORMS)
 
 
+def axis_scale(n: int, norm: str, inverse: bool) -> float:
+    """The factor a transform of ``n`` points (the product of the axes' lengths for an n-D
+    one) applies for ``norm`` in the forward (``inverse`` False) or inverse direction."""
+    if norm == "ortho":
+        return 1.0 / math.sqrt(n)
+    if (norm == "backward") == inverse:
+        return 1.0 / n
+    return 1.0
+
+
 def dual_norm(value: str) -> str:
     """The norm whose inverse-direction scale equals ``value``'s forward-direction scale."""
     return {"backward": "forward", "forward": "backward", "ortho": "ortho"}[value]

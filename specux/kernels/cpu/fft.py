@@ -6,10 +6,12 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
 from specux.meta import dtypes
+from specux.meta.params import axis_scale
 
 try:  # scipy.fft keeps float32 in float32 and runs batches on several threads.
     import scipy.fft as _scipy_fft
@@ -94,6 +96,18 @@ def _in_pool() -> bool:
     return getattr(_thread, "in_pool", False)
 
 
+def run_blocks(work: Callable[[Any], None], items: Sequence[Any]) -> None:
+    """``work(item)`` for every item: on the pool when there are several items and several
+    workers, else (and always when called from a pool thread, which must not wait on the
+    pool) one after another on the calling thread."""
+    if len(items) <= 1 or WORKERS == 1 or _in_pool():
+        for item in items:
+            work(item)
+        return
+    for _ in executor().map(work, items):
+        pass
+
+
 def _mkl_call(f: Callable, *args, **kw):
     """``f`` (an mkl_fft function) on one MKL thread, the calling one. MKL's own OpenMP
     workers would spin for 200 ms after every call (KMP_BLOCKTIME), taking the cores from
@@ -136,21 +150,15 @@ def _mkl_transform(kind: str, x: np.ndarray, dims: tuple[int, ...], forward: boo
             a, b = bounds[i], bounds[i + 1]
             _mkl_call(f, rows[a:b], norm=norm, out=out[a:b], **extra)
 
-        if blocks == 1 or _in_pool():
-            for i in range(blocks):
-                work(i)
-        else:
-            list(executor().map(work, range(blocks)))
+        run_blocks(work, range(blocks))
         return out.reshape(*x.shape[:-1], width)
     f = {"c2c": _mkl_fft.fftn if forward else _mkl_fft.ifftn, "r2c": _mkl_fft.rfftn,
          "c2r": _mkl_fft.irfftn}[kind]  # fmt: skip
     kw = {"s": list(sizes)} if kind == "c2r" else {}
     out = _mkl_call(f, x, axes=dims, norm="backward", **kw)
-    n = float(np.prod(sizes))
-    if forward:
-        factor = {"backward": 1.0, "ortho": n**-0.5, "forward": 1.0 / n}[norm]
-    else:  # the "backward" inverse has divided by n already
-        factor = {"backward": 1.0, "ortho": n**0.5, "forward": n}[norm]
+    n = int(np.prod(sizes))
+    # what ``norm`` asks for, relative to the "backward" scaling mkl_fft applied
+    factor = axis_scale(n, norm, not forward) / axis_scale(n, "backward", not forward)
     if factor != 1.0:
         out *= out.real.dtype.type(factor)
     return out

@@ -242,12 +242,7 @@ def framewise(x: np.ndarray, window: np.ndarray | None, p: StftParams,
                 epilogue(spectrum, out2[row, a:b])
 
     items = [(r, s, min(count, s + step)) for r in range(rows) for s in range(0, count, step)]
-    if len(items) == 1 or fft.WORKERS == 1:
-        for item in items:
-            work(item)
-        return out
-    for _ in fft.executor().map(work, items):
-        pass
+    fft.run_blocks(work, items)
     return out
 
 
