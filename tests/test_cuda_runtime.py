@@ -254,17 +254,19 @@ def test_argument_buffer_layout():
 
     types = (ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_float, ctypes.c_uint16)
     buffer = _ArgBuffer(types)
+    assert buffer.types is types
     for values in [(0xDEADBEEF000, -7, 0.1, 1.5, 0x3C00), (1, 2, 3.0, 4.0, 5)]:
-        assert buffer.fill(list(zip(values, types)))  # refilling reuses the same memory
+        buffer.fill_values(values)  # refilling reuses the same memory
         pointers = (ctypes.c_void_p * len(types)).from_address(buffer.address)
         for pointer, ctype, value in zip(pointers, types, values):
             if ctype is ctypes.c_double:
                 assert pointer % 8 == 0  # C alignment of each argument
             assert ctype.from_address(pointer).value == pytest.approx(value)
-    assert not buffer.fill([(1, ctypes.c_longlong)] + [(0, t) for t in types[1:]])  # other types
-    assert not buffer.fill([(1, ctypes.c_void_p)])  # other count
+    with pytest.raises(TypeError, match="1 kernel arguments for 5 parameters"):
+        buffer.fill_values([1])  # other count (other types: Kernel builds another buffer)
     empty = _ArgBuffer(())
-    assert empty.fill(()) and empty.address == 0  # no parameters: NULL
+    empty.fill_values(())
+    assert empty.address == 0  # no parameters: NULL
     with pytest.raises(TypeError, match="ctypes"):
         _ArgBuffer((int,))
 

@@ -175,19 +175,9 @@ class _ArgBuffer:
         ]
         self._packer = _packer(types, offsets)
 
-    def fill(self, args: Sequence[tuple[Any, type]]) -> bool:
-        """Write the values of ``(value, ctype)`` pairs; False (nothing usable) when the types
-        differ from this buffer's."""
-        if len(args) != len(self._slots):
-            return False
-        for (_, ctype), (_, expected, _) in zip(args, self._slots):
-            if ctype is not expected:
-                return False
-        self.fill_values([value for value, _ in args])
-        return True
-
     def fill_values(self, values: Sequence[Any]) -> None:
-        """Write ``values`` (this buffer's signature, in order). This runs on every launch."""
+        """Write ``values`` (this buffer's signature, :attr:`types`, in order; a launch with
+        other types builds another buffer). This runs on every launch."""
         if self._packer is not None:
             try:
                 self._packer.pack_into(self._structure, 0, *values)
