@@ -338,17 +338,19 @@ def bank_tables(starts: np.ndarray, stops: np.ndarray,
     band, and the row-padded weights ``padded`` (bands, width) laid out bin-major -- band m's
     k-th weight at ``k * bands + m`` -- so the threads of consecutive bands, which run in
     step, read consecutive weights (coalesced) instead of a cache line each."""
+    return _band_table(starts, stops), np.ascontiguousarray(np.asarray(padded).T).ravel()
+
+
+def _band_table(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     n = len(starts)
     bands = np.stack([starts, stops - starts, np.arange(n)], axis=1).astype(np.int32)
-    weights = np.ascontiguousarray(np.asarray(padded).T).ravel()
-    return np.ascontiguousarray(bands), weights
+    return np.ascontiguousarray(bands)
 
 
 def dense_bands(n_out: int, n_in: int) -> np.ndarray:
     """:func:`bank_tables`' band table of a dense ``(n_out, n_in)`` matrix (every band spans
     every column); its weights are the matrix transposed (``matrix.T``, C order)."""
-    starts = np.zeros(n_out, np.int64)
-    return bank_tables(starts, np.full(n_out, n_in, np.int64), np.zeros((n_out, 0)))[0]
+    return _band_table(np.zeros(n_out, np.int64), np.full(n_out, n_in, np.int64))
 
 
 @functools.lru_cache(maxsize=64)
