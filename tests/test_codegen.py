@@ -309,3 +309,25 @@ def test_bank_gather_calls_pow_only_when_asked(option, raises):
     body = render_gather(GatherSpec("bank", "float32", "float32", option), CUDA)
     body = body[body.index('extern "C"'):]
     assert ("pow(" in body) == raises
+
+
+def test_block_stage_twiddles_are_laid_out_in_butterfly_order():
+    # Each stage after the first reads root (k * q * step) for butterfly k, input q; the table
+    # keeps them at offset + (q - 1) * stride + k so a warp's k's read consecutive entries.
+    from specux.kernels.plan import LoadSpec, StoreSpec, block
+
+    for n, pack in ((1024, ""), (1000, ""), (512, "r2c"), (12, "c2r"), (1, "")):
+        spec = block(n, -1, "float32", LoadSpec(), StoreSpec(), pack=pack)
+        index = spec.twiddle_index()
+        assert index[: spec.table_n] == tuple(range(spec.table_n))
+        stride, expected_end = 1, spec.table_n
+        for radix, offset in zip(spec.radices, spec.stage_offsets):
+            if stride > 1:
+                assert offset == expected_end
+                step = spec.table_n // (stride * radix)
+                for q in range(1, radix):
+                    run = index[offset + (q - 1) * stride : offset + q * stride]
+                    assert run == tuple((k * q * step) % spec.table_n for k in range(stride))
+                expected_end = offset + (radix - 1) * stride
+            stride *= radix
+        assert len(index) == expected_end

@@ -441,8 +441,16 @@ def _block_args(
     )  # fmt: skip
 
 
+def _block_table(spec: BlockSpec) -> np.ndarray:
+    """The block kernel's twiddles: its ``table_n`` roots indexed by ``spec.twiddle_index``."""
+    out = _roots(spec.table_n)[np.asarray(spec.twiddle_index(), dtype=np.int64)]
+    out.flags.writeable = False
+    return out
+
+
 def _launch_block(backend, spec: BlockSpec, batch: int, args: tuple) -> None:
-    table = backend.table(("roots", spec.table_n), _roots(spec.table_n), spec.precision)
+    key = ("block roots", spec.table_n, spec.radices)
+    table = backend.table(key, _block_table(spec), spec.precision)
     args = args[:2] + (backend.pointer(table),) + args[3:]
     grid, threads, shared = block_launch_sizes(spec, batch)
     backend.launch(spec, grid, threads, shared, args)

@@ -212,8 +212,9 @@ class BlockSpec:
 
     Stages of radix ``radices`` run in registers with shared memory as the exchange; twiddles
     come from a float64-derived table of ``table_n`` roots (``table_n`` is a multiple of
-    ``n``). ``load_staged`` / ``store_staged`` move data between global and shared memory with
-    the block's transforms interleaved (coalesced when the transforms, not their elements, are
+    ``n``) followed by each stage's roots in butterfly order (``twiddle_index``).
+    ``load_staged`` / ``store_staged`` move data between global and shared memory with the
+    block's transforms interleaved (coalesced when the transforms, not their elements, are
     adjacent in memory). ``pack``: ``r2c`` runs an n-point complex transform of 2n real points
     (even / odd samples as re / im) and untangles the 2n-point half spectrum at the end;
     ``c2r`` is its inverse. ``split``: the transform is one column of a four-step pipeline
@@ -240,6 +241,35 @@ class BlockSpec:
     @property
     def table_n(self) -> int:
         return 2 * self.n if self.pack else self.n
+
+    @property
+    def stage_offsets(self) -> tuple[int, ...]:
+        """Where each stage's own twiddles start in the kernel's table (see ``twiddle_index``);
+        0 for the first stage, which has none."""
+        offsets, at, stride = [], self.table_n, 1
+        for radix in self.radices or (1,):  # one point: a single empty stage
+            offsets.append(at if stride > 1 else 0)
+            if stride > 1:
+                at += (radix - 1) * stride
+            stride *= radix
+        return tuple(offsets)
+
+    def twiddle_index(self) -> tuple[int, ...]:
+        """The kernel's twiddle table as indices into the ``table_n`` roots: the roots in
+        order (the r2c / c2r untangling and the four-step twist index them directly), then for
+        each stage after the first (stride ``s``, radix ``r``) the root of butterfly input
+        ``q`` of butterfly ``k`` at ``(q - 1) * s + k``: the threads of a warp, consecutive
+        ``k``, read consecutive entries for each ``q`` (with the ``k * q`` order of the plain
+        roots, a warp's reads of one ``q`` spread over up to 32 sectors)."""
+        index = list(range(self.table_n))
+        stride = 1
+        for radix in self.radices:
+            if stride > 1:
+                step = self.table_n // (stride * radix)
+                for q in range(1, radix):
+                    index += [(k * q * step) % self.table_n for k in range(stride)]
+            stride *= radix
+        return tuple(index)
 
     @property
     def block_threads(self) -> int:

@@ -277,7 +277,7 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
         quarter = n // radix
         reps = -(-quarter // threads)
         exact = quarter % threads == 0
-        step = spec.table_n // (stride * radix)
+        offset = spec.stage_offsets[index]
         lines.append(f"    {{  // stage {index}: radix {radix}, stride {stride}")
         for m in range(reps):
             names = [f"v{m}_{q}" for q in range(radix)]
@@ -295,10 +295,10 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
                     expr = f"my[skew({j})]"
                 code.append(f"cpx u{q} = {expr};")
                 inputs.append(f"u{q}")
-            if stride > 1:
+            if stride > 1:  # the stage's own roots (BlockSpec.twiddle_index)
                 code.append(f"const int k = i % {stride};")
                 for q in range(1, radix):
-                    code.append(f"u{q} = cmul(u{q}, tw(k * {q * step}));")
+                    code.append(f"u{q} = cmul(u{q}, tw(k + {offset + (q - 1) * stride}));")
             outputs = small_dft(inputs, sign, code)
             code += [f"{names[q]} = {outputs[q]};" for q in range(radix)]
             lines += [f"        {line}" for line in code]
