@@ -1,5 +1,6 @@
 """ops._declare.call: plain eager calls run the device kernel directly (same result, less
-host time); anything autograd, tracing, compiling or a mode needs goes through the dispatcher."""
+host time; with an op's eager autograd.Function when an input needs a gradient); anything
+tracing, compiling or a mode needs goes through the dispatcher."""
 
 from __future__ import annotations
 
@@ -33,16 +34,33 @@ def test_plain_eager_call_skips_the_dispatcher_with_the_same_result(direct_calls
     assert direct_calls["c2c"] == 1
 
 
-def test_gradients_go_through_the_dispatcher(direct_calls):
+def test_gradients_run_the_kernel_in_the_eager_autograd_function(direct_calls):
     x = torch.randn(3, 16, dtype=torch.complex128, requires_grad=True)
     out = _declare.call("c2c", x, [1], True, "backward")
-    assert direct_calls["c2c"] == 0 and out.grad_fn is not None
-    out.abs().sum().backward()  # the backward is a c2c of plain tensors itself
-    assert x.grad is not None
-    before = direct_calls["c2c"]
-    with torch.no_grad():  # no graph to record: direct again
-        _declare.call("c2c", x, [1], True, "backward")
-    assert direct_calls["c2c"] == before + 1
+    assert direct_calls["c2c"] == 1
+    assert type(out.grad_fn).__name__ == "SpecuxEager_c2cBackward"
+    out.abs().sum().backward()  # the backward is a c2c of plain tensors itself: direct too
+    assert direct_calls["c2c"] == 2
+    x2 = x.detach().requires_grad_(True)
+    torch.ops.specux.c2c(x2, [1], True, "backward").abs().sum().backward()
+    assert torch.equal(x.grad, x2.grad)
+    with torch.no_grad():  # no graph to record: the kernel alone
+        out = _declare.call("c2c", x, [1], True, "backward")
+    assert out.grad_fn is None
+
+
+def test_gradients_under_a_mode_go_through_the_dispatcher(direct_calls):
+    from torch.overrides import TorchFunctionMode
+
+    class Watching(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(3, 16, dtype=torch.complex128, requires_grad=True)
+    with Watching():
+        out = _declare.call("c2c", x, [1], True, "backward")
+    assert direct_calls["c2c"] == 0
+    assert "GeneratedBackwardFor_specux_c2c" in type(out.grad_fn).__name__
 
 
 def test_fake_tensors_and_modes_go_through_the_dispatcher(direct_calls):
@@ -65,10 +83,13 @@ def test_fake_tensors_and_modes_go_through_the_dispatcher(direct_calls):
 
 def test_mixed_devices_and_subclasses_are_not_plain():
     x = torch.randn(4)
-    assert _declare._plain_device((x, 3, "name")) == "cpu"
-    assert _declare._plain_device((torch.nn.Parameter(x, requires_grad=False),)) is None
-    assert _declare._plain_device((x, torch.empty(1, device="meta"))) is None
-    assert _declare._plain_device((None, 1.0)) is None
+    assert _declare._plain_device((x, 3, "name")) == ("cpu", False)
+    assert _declare._plain_device((x.requires_grad_(True), 3)) == ("cpu", True)
+    with torch.no_grad():
+        assert _declare._plain_device((x, 3)) == ("cpu", False)
+    assert _declare._plain_device((torch.nn.Parameter(x, requires_grad=False),)) == (None, False)
+    assert _declare._plain_device((x, torch.empty(1, device="meta"))) == (None, False)
+    assert _declare._plain_device((None, 1.0)) == (None, False)
 
 
 def test_cuda_matrix_width_is_checked_before_any_kernel_reads():
