@@ -70,6 +70,21 @@ def test_emulated_stft_float64(case, rng):
     assert _peak_error(_stft(x, p, value), ref) <= TOLERANCES["float64"]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_paired_frame_loads_equal_the_scalar_loads(dtype, rng):
+    """The packed framing kernel reads an interior frame's sample pairs by vector loads when
+    its row is aligned for them (codegen.block._paired_frames); the same signal one element
+    off that alignment takes the scalar loads everywhere: the results must be bit-identical."""
+    p = _params(16, 4, True, "reflect")
+    x = rng.standard_normal((2, 70)).astype(dtype)
+    buffer = np.zeros(x.size + 1, dtype=dtype)
+    shifted = buffer[1:].reshape(x.shape)  # every row start off the pair alignment
+    shifted[:] = x
+    assert x.ctypes.data % (2 * x.itemsize) == 0 and shifted.ctypes.data % (2 * x.itemsize)
+    for value in ("complex", "power"):
+        np.testing.assert_array_equal(_stft(x, p, value), _stft(shifted, p, value))
+
+
 @pytest.mark.parametrize("value", ["complex", "magnitude", "power"])
 def test_emulated_stft_float32_normalized(value, rng):
     p = _params(16, 6, True, "reflect", normalized=True, win_length=12)

@@ -90,7 +90,32 @@ def _frame_load_lambda(spec: BlockSpec) -> str:
     if load.table:
         lines.append("        v = cmul(v, ((const cpx*)load_table)[g]);")
     lines += ["        return v;", "    };"]
+    if _paired_frames(spec):
+        # Samples 2j, 2j + 1 of a frame inside the signal, from an aligned row: one vector load
+        # (and one of the window), the same products as two calls of load().
+        lines += [
+            "    struct alignas(2 * sizeof(real_t)) pair_t { real_t a, b; };",
+            "    auto load_pair = [&](long long base, long long org, int j) -> cpx {",
+            "        const pair_t x = ((const pair_t*)((const real_t*)in_ptr + base + org))[j];",
+            "        cpx v = {x.a, x.b};",
+        ]
+        if load.window:
+            lines += [
+                "        const pair_t w = ((const pair_t*)window)[j];",
+                "        v.re *= w.a; v.im *= w.b;",
+            ]
+        lines += ["        return v;", "    };"]
     return "\n".join(lines)
+
+
+def _paired_frames(spec: BlockSpec) -> bool:
+    """Whether the r2c framing kernel reads a frame's sample pairs by vector loads when the
+    frame lies inside its signal and the row and window are aligned for them (decided per
+    frame at run time, one branch around the first stage's loads): signals stored in the
+    compute precision, unit stride, no load table."""
+    load = spec.load
+    return (spec.pack == "r2c" and bool(load.frames) and load.storage == spec.precision
+            and spec.unit_in and not load.table)  # fmt: skip
 
 
 def _load_lambda(spec: BlockSpec) -> str:
@@ -204,6 +229,15 @@ def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
             f"    const long long in_base{p} = live{p} ? row_base(sig{p}, in_inner, "
             "in_outer_stride, in_inner_stride) : 0;",
         ]
+        if _paired_frames(spec):
+            span = 2 * spec.n  # the frame's real samples
+            lines.append(
+                f"    const bool pair{p} = live{p} && in_org{p} >= 0"
+                f" && in_org{p} + {span} <= sig_len"
+                + (f" && load_valid >= {span}" if spec.load.valid else "")
+                + f" && ((unsigned long long)((const real_t*)in_ptr + in_base{p} + in_org{p})"
+                " | (unsigned long long)window) % (2 * sizeof(real_t)) == 0;"
+            )
     elif spec.split:
         lines += [
             f"    const long long u{p} = b{p} / cols;",
@@ -231,9 +265,12 @@ def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
     return lines
 
 
-def _global_load(spec: BlockSpec, j: str, p: str = "") -> str:
-    """The value of element ``j`` (an int expression) of the slot's transform, from global."""
+def _global_load(spec: BlockSpec, j: str, p: str = "", paired: bool = False) -> str:
+    """The value of element ``j`` (an int expression) of the slot's transform, from global
+    (``paired``: by the vector loads of an interior frame, see :func:`_paired_frames`)."""
     if spec.load.frames:
+        if paired:
+            return f"load_pair(in_base{p}, in_org{p}, {j})"
         if spec.pack == "r2c":
             return (f"cpx{{load(in_base{p}, in_org{p}, 2LL * ({j})).re, "
                     f"load(in_base{p}, in_org{p}, 2LL * ({j}) + 1).re}}")  # fmt: skip
@@ -286,15 +323,22 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
             lines.append(f"    {cond}{{")
             lines.append(f"        const int i = t + {m * threads};")
             code = Code(f"_{m}")
-            inputs = []
-            for q in range(radix):
-                j = f"i + {q * quarter}"
-                if first and direct_load:
-                    expr = f"live ? {_global_load(spec, j)} : cpx{{0, 0}}"
-                else:
-                    expr = f"my[skew({j})]"
-                code.append(f"cpx u{q} = {expr};")
-                inputs.append(f"u{q}")
+            inputs = [f"u{q}" for q in range(radix)]
+            j = [f"i + {q * quarter}" for q in range(radix)]
+            if first and direct_load and _paired_frames(spec):
+                code.append(f"cpx {', '.join(inputs)};")
+                code.append("if (pair) {")
+                code += [f"    u{q} = {_global_load(spec, j[q], paired=True)};"
+                         for q in range(radix)]  # fmt: skip
+                code.append("} else {")
+                code += [f"    u{q} = live ? {_global_load(spec, j[q])} : cpx{{0, 0}};"
+                         for q in range(radix)]  # fmt: skip
+                code.append("}")
+            elif first and direct_load:
+                code += [f"cpx u{q} = live ? {_global_load(spec, j[q])} : cpx{{0, 0}};"
+                         for q in range(radix)]  # fmt: skip
+            else:
+                code += [f"cpx u{q} = my[skew({j[q]})];" for q in range(radix)]
             if stride > 1:  # the stage's own roots (BlockSpec.twiddle_index)
                 code.append(f"const int k = i % {stride};")
                 for q in range(1, radix):
