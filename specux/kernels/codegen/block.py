@@ -90,32 +90,55 @@ def _frame_load_lambda(spec: BlockSpec) -> str:
     if load.table:
         lines.append("        v = cmul(v, ((const cpx*)load_table)[g]);")
     lines += ["        return v;", "    };"]
-    if _paired_frames(spec):
-        # Samples 2j, 2j + 1 of a frame inside the signal, from an aligned row: one vector load
-        # (and one of the window), the same products as two calls of load().
-        lines += [
-            "    struct alignas(2 * sizeof(real_t)) pair_t { real_t a, b; };",
-            "    auto load_pair = [&](long long base, long long org, int j) -> cpx {",
-            "        const pair_t x = ((const pair_t*)((const real_t*)in_ptr + base + org))[j];",
-            "        cpx v = {x.a, x.b};",
-        ]
-        if load.window:
-            lines += [
-                "        const pair_t w = ((const pair_t*)window)[j];",
-                "        v.re *= w.a; v.im *= w.b;",
-            ]
-        lines += ["        return v;", "    };"]
-    return "\n".join(lines)
+    return "\n".join(lines + _pair_lambda(spec))
 
 
-def _paired_frames(spec: BlockSpec) -> bool:
-    """Whether the r2c framing kernel reads a frame's sample pairs by vector loads when the
-    frame lies inside its signal and the row and window are aligned for them (decided per
-    frame at run time, one branch around the first stage's loads): signals stored in the
+def _paired(spec: BlockSpec) -> bool:
+    """Whether the r2c kernel reads its real samples 2j, 2j + 1 by one vector load when its
+    row (and window) are aligned for it and every sample is inside the signal (decided per
+    transform at run time, one branch around the first stage's loads): signals stored in the
     compute precision, unit stride, no load table."""
     load = spec.load
-    return (spec.pack == "r2c" and bool(load.frames) and load.storage == spec.precision
-            and spec.unit_in and not load.table)  # fmt: skip
+    return (spec.pack == "r2c" and load.storage == spec.precision and spec.unit_in
+            and not load.table and (bool(load.frames) or load.mode == "real"))  # fmt: skip
+
+
+def _pair_lambda(spec: BlockSpec) -> list[str]:
+    """``load_pair(base, org, j)``: samples 2j, 2j + 1 from sample ``org`` of the row at
+    ``base`` (and the window's pair for frames): the same products as two calls of load()."""
+    if not _paired(spec):
+        return []
+    lines = [
+        "    struct alignas(2 * sizeof(real_t)) pair_t { real_t a, b; };",
+        "    auto load_pair = [&](long long base, long long org, int j) -> cpx {",
+        "        const pair_t x = ((const pair_t*)((const real_t*)in_ptr + base + org))[j];",
+        "        cpx v = {x.a, x.b};",
+    ]
+    if spec.load.window:
+        lines += [
+            "        const pair_t w = ((const pair_t*)window)[j];",
+            "        v.re *= w.a; v.im *= w.b;",
+        ]
+    return lines + ["        return v;", "    };"]
+
+
+def _pair_condition(spec: BlockSpec, p: str) -> list[str]:
+    """The slot's ``pair`` flag (see :func:`_paired`)."""
+    if not _paired(spec):
+        return []
+    span = 2 * spec.n  # the transform's real samples
+    valid = f" && load_valid >= {span}" if spec.load.valid else ""
+    if spec.load.frames:  # inside the signal, window aligned too
+        org = f"in_org{p}"
+        inside = f" && {org} >= 0 && {org} + {span} <= sig_len"
+        window = " | (unsigned long long)window"
+    else:
+        org, inside, window = f"in_g{p}", "", ""
+    return [
+        f"    const bool pair{p} = live{p}{inside}{valid}"
+        f" && ((unsigned long long)((const real_t*)in_ptr + in_base{p} + {org}){window})"
+        " % (2 * sizeof(real_t)) == 0;"
+    ]
 
 
 def _load_lambda(spec: BlockSpec) -> str:
@@ -146,7 +169,7 @@ def _load_lambda(spec: BlockSpec) -> str:
     if load.table:
         lines.append("        v = cmul(v, ((const cpx*)load_table)[g]);")
     lines += ["        return v;", "    };"]
-    return "\n".join(lines)
+    return "\n".join(lines + _pair_lambda(spec))
 
 
 def _store_lambda(spec: BlockSpec) -> str:
@@ -229,15 +252,6 @@ def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
             f"    const long long in_base{p} = live{p} ? row_base(sig{p}, in_inner, "
             "in_outer_stride, in_inner_stride) : 0;",
         ]
-        if _paired_frames(spec):
-            span = 2 * spec.n  # the frame's real samples
-            lines.append(
-                f"    const bool pair{p} = live{p} && in_org{p} >= 0"
-                f" && in_org{p} + {span} <= sig_len"
-                + (f" && load_valid >= {span}" if spec.load.valid else "")
-                + f" && ((unsigned long long)((const real_t*)in_ptr + in_base{p} + in_org{p})"
-                " | (unsigned long long)window) % (2 * sizeof(real_t)) == 0;"
-            )
     elif spec.split:
         lines += [
             f"    const long long u{p} = b{p} / cols;",
@@ -262,15 +276,16 @@ def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
         f"    const long long in_g{p} = c{p} * in_cmul;",
         f"    const long long out_g{p} = c{p} * out_cmul;",
     ]
-    return lines
+    return lines + _pair_condition(spec, p)
 
 
 def _global_load(spec: BlockSpec, j: str, p: str = "", paired: bool = False) -> str:
     """The value of element ``j`` (an int expression) of the slot's transform, from global
-    (``paired``: by the vector loads of an interior frame, see :func:`_paired_frames`)."""
+    (``paired``: by the vector loads of :func:`_paired`)."""
+    if paired:
+        org = f"in_org{p}" if spec.load.frames else f"in_g{p}"
+        return f"load_pair(in_base{p}, {org}, {j})"
     if spec.load.frames:
-        if paired:
-            return f"load_pair(in_base{p}, in_org{p}, {j})"
         if spec.pack == "r2c":
             return (f"cpx{{load(in_base{p}, in_org{p}, 2LL * ({j})).re, "
                     f"load(in_base{p}, in_org{p}, 2LL * ({j}) + 1).re}}")  # fmt: skip
@@ -325,7 +340,7 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
             code = Code(f"_{m}")
             inputs = [f"u{q}" for q in range(radix)]
             j = [f"i + {q * quarter}" for q in range(radix)]
-            if first and direct_load and _paired_frames(spec):
+            if first and direct_load and _paired(spec):
                 code.append(f"cpx {', '.join(inputs)};")
                 code.append("if (pair) {")
                 code += [f"    u{q} = {_global_load(spec, j[q], paired=True)};"
