@@ -107,6 +107,10 @@ def test_block_plans():
     assert spec.shared_bytes == 4 * plan.skewed(1024, "float32") * 8
     assert plan.block_fits(8192, "float32") and not plan.block_fits(8192, "float64")
     assert plan.four_step_split(2**24, "float32") == (4096, 4096)
+    # staged columns read whole 32-byte sectors per row: 4 complex64 transforms a block
+    staged = plan.block(4096, -1, "float32", plan.LoadSpec(), plan.StoreSpec(), load_staged=True)
+    assert (staged.threads, staged.per_block, staged.block_threads) == (256, 4, 1024)
+    assert staged.shared_bytes <= 150 * 1024
     assert plan.four_step_split(2**27, "float32") is None  # three factors: passes
     # 7203 = 3 7^4: one thread per radix-7 butterfly would be 1029 > 1024 threads
     assert plan.block(7203, -1, "float32", plan.LoadSpec(), plan.StoreSpec()).threads == 343

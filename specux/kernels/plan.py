@@ -323,14 +323,14 @@ def block(
         share += 1
     threads //= share
     staged = load_staged or store_staged
-    # About 256 threads a block; staged transfers want >= 32 contiguous bytes per row (16 for
-    # the longest transforms, whose neighbours' halves of a sector then come from L2).
+    # About 256 threads a block; staged transfers want >= 32 contiguous bytes per row (a whole
+    # sector), for which they may take up to a block's 1024 threads and 150 KiB.
     per_block = max(1, 256 // threads)
     if staged:
         per_block = max(per_block, 32 // _COMPLEX_BYTES[precision])
-    per_block = min(per_block, max(1, 512 // threads))
+    per_block = min(per_block, max(1, (MAX_THREADS if staged else 512) // threads))
     row_bytes = _slot_bytes(n, precision, store.bins)
-    while per_block > 1 and per_block * row_bytes > 100 * 1024:
+    while per_block > 1 and per_block * row_bytes > (150 if staged else 100) * 1024:
         per_block -= 1
     return BlockSpec(n, radices, sign, precision, threads, per_block, load, store,
                      load_staged, store_staged, pack, split, twist, unit_in, unit_out)  # fmt: skip
