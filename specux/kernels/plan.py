@@ -15,6 +15,7 @@ Rendering a plan with a dialect gives source text (codegen/); the plan is the ca
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 # Radices with a codelet, tried in this order (larger first: fewer passes over memory).
@@ -42,9 +43,11 @@ def _is_smooth(m: int, primes=(2, 3, 5, 7)) -> bool:
     return m == 1
 
 
+@functools.lru_cache(maxsize=1024)
 def smooth_length(n: int) -> int:
     """The smallest even 2/3/5/7-smooth length >= n (1 for n <= 1): a transform length that
-    runs without Bluestein and, being even, as a packed real transform."""
+    runs without Bluestein and, being even, as a packed real transform. Cached: the search
+    costs ~0.2 ms of host time for six-digit lengths, on every fftconvolve call."""
     if n <= 1:
         return 1
     m = n + n % 2
@@ -53,6 +56,7 @@ def smooth_length(n: int) -> int:
     return m
 
 
+@functools.lru_cache(maxsize=1024)
 def bluestein_length(n: int) -> int:
     """The smallest 2/3/5/7-smooth length >= 2n - 1."""
     m = 2 * n - 1
