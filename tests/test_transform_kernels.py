@@ -70,23 +70,6 @@ def test_emulated_stft_float64(case, rng):
     assert _peak_error(_stft(x, p, value), ref) <= TOLERANCES["float64"]
 
 
-def test_emulated_stft_with_more_frames_reads_zeros_past_the_end(rng):
-    """transform_exec.stft's ``frames`` (CUDA fftconvolve's overlap-save frames): frame f
-    holds samples f * hop - pad .. of the signal, zeros outside it, past its end too."""
-    n, hop, pad, length, frames = 32, 23, 9, 100, 6  # 1 + (100 + 18 - 32) // 23 = 4 natural
-    x = rng.standard_normal((2, length))
-    out = np.zeros((2, frames, n // 2 + 1), dtype=np.complex128)
-    transform_exec.stft(emulate.HostBackend(), x, out, np.ones(n), signals=2, sig_len=length,
-                        n_fft=n, hop=hop, pad=pad, mode="constant", onesided=True,
-                        value="complex", eps=0.0, scale=1.0, precision="float64",
-                        src_storage="float64", dst_storage="float64",
-                        frames=frames)  # fmt: skip
-    padded = np.zeros((2, pad + frames * hop + n))
-    padded[:, pad : pad + length] = x
-    ref = np.stack([np.fft.rfft(padded[:, f * hop : f * hop + n]) for f in range(frames)], 1)
-    assert _peak_error(out, ref) <= TOLERANCES["float64"]
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_paired_frame_loads_equal_the_scalar_loads(dtype, rng):
     """The packed framing kernel reads an interior frame's sample pairs by vector loads when

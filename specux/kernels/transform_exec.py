@@ -150,14 +150,12 @@ def bank(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
 def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, hop: int,
          pad: int, mode: str, onesided: bool, value: str, eps: float, scale: float,
          precision: str, src_storage: str, dst_storage: str, bank: BankReduce | None = None,
-         bands=None, weights=None, exponent: float = 2.0, frames: int | None = None,
-         ) -> None:  # fmt: skip
+         bands=None, weights=None, exponent: float = 2.0) -> None:  # fmt: skip
     """The fused STFT (:func:`fft_exec.stft_1d`) of contiguous rows of ``sig_len`` samples;
     with ``bank``, the filterbank of its ``|X| ** bank.exponent`` in the same kernel; with
     ``value`` "cotangent", the adjoint's input for the real cotangent ``weights`` of
-    ``|X| ** exponent``. ``frames``: how many frames (default: those the padded signal
-    holds; more read zeros past its end in "constant" mode)."""
-    count = 1 + (sig_len + 2 * pad - n_fft) // hop if frames is None else frames
+    ``|X| ** exponent``."""
+    count = 1 + (sig_len + 2 * pad - n_fft) // hop
     kind, table = _padding(backend, sig_len, pad, mode)
     framing = Framing(hop, pad, sig_len, count, kind)
     stft_1d(backend, src, dst, window, table, n=n_fft, framing=framing, signals=signals,

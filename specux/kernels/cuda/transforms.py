@@ -16,11 +16,7 @@ torch's current stream, buffers from torch's caching allocator.
 - cqt / cqt_adjoint: the CPU backend's exact octave kernels, one tiled correlation kernel
   (its transpose for the adjoint) per octave group over the padded signal (padded by the
   frame kernel; the adjoint's padding folded by the overlap-add gather). No cuBLAS.
-- fftconvolve: real operands whose shorter one is at most half a block FFT long run by
-  overlap-save: the stft kernel transforms overlapping frames of the longer operand (hop =
-  block length - kernel length + 1, rectangular window), the product with the kernel's
-  spectrum, one inverse FFT per frame, the frames' alias-free tails concatenated. Others: FFTs
-  of both zero-padded operands, the product, one inverse FFT.
+- fftconvolve: FFTs of both zero-padded inputs, the product, one inverse FFT.
 """
 
 from __future__ import annotations
@@ -386,13 +382,8 @@ def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in
 def fftconvolve(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Full linear convolution along the last axis (leading axes broadcast)."""
     length = x.shape[-1] + y.shape[-1] - 1
-    dtype = torch.promote_types(x.dtype, y.dtype)
-    if x.shape[-1] < y.shape[-1]:  # convolution commutes: y is the shorter operand
-        x, y = y, x
-    block = _overlap_save_length(length, y.shape[-1], dtype)
-    if block:
-        return _overlap_save(x.to(dtype), y.to(dtype), block, length)
     n = smooth_length(length)
+    dtype = torch.promote_types(x.dtype, y.dtype)
     if dtype.is_complex:
         fx = cuda_fft.c2c(torch.nn.functional.pad(x.to(dtype), (0, n - x.shape[-1])), [-1],
                           True, "backward")  # fmt: skip
@@ -406,57 +397,6 @@ def fftconvolve(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
                           "backward")  # fmt: skip
         out = cuda_fft.c2r(_product(fx, fy), [-1], n, "backward")
     return out[..., :length].contiguous()
-
-
-_OVERLAP_SAVE_MIN = 256  # shortest block FFT of the overlap-save path
-
-
-def _overlap_save_length(length: int, short: int, dtype: torch.dtype) -> int:
-    """The block FFT length of the overlap-save path, or 0 for the whole-length FFTs: real
-    float32 / float64 operands, a power of two near four kernel lengths (so at least 3/4 of
-    each frame's outputs are kept) that the stft kernel runs in one block, at least twice the
-    kernel's tail, and shorter than the output (else one whole-length FFT is as cheap)."""
-    if dtype not in (torch.float32, torch.float64) or short < 2:
-        return 0
-    precision = _STORAGE[dtype][1]
-    block = _OVERLAP_SAVE_MIN
-    while block < 4 * (short - 1) and transform_exec.stft_fusable(2 * block, precision, True):
-        block *= 2
-    if 2 * (short - 1) > block or length <= block:
-        return 0
-    return block
-
-
-def _overlap_save(x: torch.Tensor, y: torch.Tensor, block: int, length: int) -> torch.Tensor:
-    """The full convolution of real ``x`` with the shorter real ``y`` (same dtype) by
-    overlap-save with ``block``-point FFTs: frame f holds samples f * hop - (Ly - 1) ..
-    + block - 1 of x (zeros outside it), and its circular convolution with y is the linear
-    one at positions Ly - 1 .. block - 1: outputs f * hop .. f * hop + hop - 1."""
-    short = y.shape[-1]
-    hop = block - short + 1
-    frames = -(-length // hop)
-    batch = torch.broadcast_shapes(x.shape[:-1], y.shape[:-1])
-    storage, precision = _storage(x)
-    xd, rows = _rows(x.expand(*batch, x.shape[-1]))
-    backend = TorchCudaBackend(x.device)
-    spectra = torch.empty((*batch, frames, block // 2 + 1), device=x.device,
-                          dtype=_spectrum_dtype(precision, "complex"))  # fmt: skip
-    if spectra.numel():
-        ones = backend.constant(("ones", block, precision),
-                                lambda: np.ones(block, dtype=precision))  # fmt: skip
-        transform_exec.stft(backend, xd, spectra, ones, signals=rows, sig_len=x.shape[-1],
-                            n_fft=block, hop=hop, pad=short - 1, mode="constant",
-                            onesided=True, value="complex", eps=0.0, scale=1.0,
-                            precision=precision, src_storage=storage, dst_storage=storage,
-                            frames=frames)  # fmt: skip
-    kernel = cuda_fft.r2c(torch.nn.functional.pad(y, (0, block - short)), [-1], "backward")
-    tails = cuda_fft.c2r(spectra * kernel.unsqueeze(-2), [-1], block, "backward")[..., short - 1:]
-    out = torch.empty((*batch, length), dtype=x.dtype, device=x.device)
-    whole = length // hop  # frames whose every kept output is in range; then a partial one
-    out[..., : whole * hop].view(*batch, whole, hop).copy_(tails[..., :whole, :])
-    if whole < frames:
-        out[..., whole * hop :].copy_(tails[..., whole, : length - whole * hop])
-    return out
 
 
 def _product(fx: torch.Tensor, fy: torch.Tensor) -> torch.Tensor:
