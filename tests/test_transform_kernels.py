@@ -73,7 +73,7 @@ def test_emulated_stft_float64(case, rng):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_paired_frame_loads_equal_the_scalar_loads(dtype, rng):
     """The packed framing kernel reads an interior frame's sample pairs by vector loads when
-    its row is aligned for them (codegen.block._paired_frames); the same signal one element
+    its row is aligned for them (codegen.block._paired); the same signal one element
     off that alignment takes the scalar loads everywhere: the results must be bit-identical."""
     p = _params(16, 4, True, "reflect")
     x = rng.standard_normal((2, 70)).astype(dtype)
