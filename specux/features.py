@@ -120,10 +120,12 @@ def _log_bank_spectrogram(call: _Call, x, p, w, power, bank):
     return call.engine.db(spectrogram, 10.0, _MEL_DB_AMIN)
 
 
-def _cepstrum(call: _Call, x, log_spec, n_out, n_bands, dct_type, norm, lifter, top_db):
-    """dB spectrogram -> per-signal top_db clip -> first n_out (liftered) DCT rows."""
+def _cepstrum(call: _Call, x, log_spec, n_out, n_bands, dct_type, norm, lifter, top_db,
+              names=("n_mfcc", "n_mels")):  # fmt: skip
+    """dB spectrogram -> per-signal top_db clip -> first n_out (liftered) DCT rows (``names``:
+    the caller's parameters for n_out and the band count, for error messages)."""
     dct = matrices.dct_spec(n_out=n_out, n_in=n_bands, dct_type=dct_type, norm=norm,
-                            lifter=lifter)  # fmt: skip
+                            lifter=lifter, out_name=names[0], bands_name=names[1])  # fmt: skip
     top_db = _top_db(top_db)
     if top_db is not None:
         log_spec = call.engine.clip_top_db(log_spec, top_db)
@@ -213,7 +215,7 @@ def lfcc(
     log_spec = _log_bank_spectrogram(call, x, p, w, power, bank)
     n_lfcc = params.as_int("n_lfcc", n_lfcc, minimum=1)
     return _cepstrum(call, x, log_spec, n_lfcc, bank.get("n_filter"), dct_type, norm, lifter,
-                     top_db)  # fmt: skip
+                     top_db, names=("n_lfcc", "n_filter"))  # fmt: skip
 
 
 def _chroma_norm(norm: Any) -> float | None:
@@ -444,6 +446,13 @@ def fftconvolve(x: Any, y: Any, mode: str = "full", dim: int = -1, *, backend: s
     length_x, length_y = x.shape[d_x], y.shape[d_y]
     if length_x == 0 or length_y == 0:
         raise ValueError("x and y must have at least one sample along dim")
+    others_x = tuple(n for i, n in enumerate(x.shape) if i != d_x)
+    others_y = tuple(n for i, n in enumerate(y.shape) if i != d_y)
+    if any(m != n and 1 not in (m, n) for m, n in zip(others_x[::-1], others_y[::-1])):
+        raise ValueError(
+            f"x and y must broadcast along the axes other than dim={dim}: x has "
+            f"{others_x}, y has {others_y}"
+        )
     compute = dtypes.common_compute(call.compute, other.compute)
     xs = call.engine.moveaxis(call.engine.cast(x, compute), d_x, -1)
     ys = call.engine.moveaxis(call.engine.cast(y, compute), d_y, -1)

@@ -298,10 +298,12 @@ class MelSpectrogram(_Banded):
 class _Cepstrum(_Banded):
     """MFCC / LFCC: ``dct @ compress(band_power(x))``, each stage overridable by subclasses."""
 
-    def _setup_cepstrum(self, a: dict, stft: dict, bank: matrices.MatrixSpec, n_out: int) -> None:
+    def _setup_cepstrum(self, a: dict, stft: dict, bank: matrices.MatrixSpec, n_out: int,
+                        names: tuple[str, str]) -> None:  # fmt: skip
         n_bands = matrices.shape(bank)[0]
         dct = matrices.dct_spec(n_out=n_out, n_in=n_bands, dct_type=a["dct_type"], norm=a["norm"],
-                                lifter=a["lifter"])  # fmt: skip
+                                lifter=a["lifter"], out_name=names[0],
+                                bands_name=names[1])  # fmt: skip
         self._register("fb", matrices.matrix(bank))
         self._register("dct", matrices.matrix(dct))
         self._power = float(stft["power"])
@@ -349,7 +351,7 @@ class MFCC(_Cepstrum):
             sr=a["sr"], n_fft=p.n_fft, n_mels=mel["n_mels"], fmin=mel["fmin"], fmax=mel["fmax"],
             htk=mel["htk"], norm=mel["mel_norm"],
         )  # fmt: skip
-        self._setup_cepstrum(a, mel, bank, a["n_mfcc"])
+        self._setup_cepstrum(a, mel, bank, a["n_mfcc"], ("n_mfcc", "n_mels"))
 
 
 class LFCC(_Cepstrum):
@@ -365,7 +367,7 @@ class LFCC(_Cepstrum):
         self._stft = p = self._setup_stft(stft)
         bank = matrices.linear_spec(sr=a["sr"], n_fft=p.n_fft, n_filter=a["n_filter"],
                                     fmin=a["fmin"], fmax=a["fmax"])  # fmt: skip
-        self._setup_cepstrum(a, stft, bank, a["n_lfcc"])
+        self._setup_cepstrum(a, stft, bank, a["n_lfcc"], ("n_lfcc", "n_filter"))
 
 
 class Chroma(_Banded):

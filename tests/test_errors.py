@@ -591,3 +591,33 @@ def test_numpy_chroma_tuning_estimate_stays_on_the_host(monkeypatch):
     estimated = specux.chroma(x, sr=16000, tuning=None)
     assert isinstance(estimated, np.ndarray) and not staged
     assert specux.chroma(x, sr=16000) == "staged" and len(staged) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# feature and FFT-family parameters: the message names the caller's own parameters
+
+
+def test_cepstrum_sizes_name_the_callers_parameters(x):
+    _raises(ValueError, r"n_mfcc=40 is out of range: .*20 input bands \(n_mels=20\)",
+            specux.mfcc, x, sr=16000, n_fft=512, n_mels=20, n_mfcc=40)  # fmt: skip
+    _raises(ValueError, r"n_lfcc=50 is out of range: .*40 input bands \(n_filter=40\)",
+            specux.lfcc, x, sr=16000, n_fft=512, n_filter=40, n_lfcc=50)  # fmt: skip
+    if torch is not None:
+        from specux import nn
+
+        _raises(ValueError, r"n_lfcc=50 .*\(n_filter=40\)", nn.LFCC, sr=16000, n_fft=512,
+                n_filter=40, n_lfcc=50)  # fmt: skip
+
+
+def test_nd_transform_of_too_few_dimensions(x):
+    _raises(ValueError, r"x has 1 dimension\(s\): this transform needs at least 2",
+            specux.fft2, x[0])  # fmt: skip
+    _raises(ValueError, r"s=\(2, 2, 2\) has more entries than x has dimensions \(2\)",
+            specux.fftn, x, s=(2, 2, 2))  # fmt: skip
+
+
+def test_fftconvolve_other_axes_must_broadcast():
+    _raises(ValueError, r"broadcast along the axes other than dim=-1: x has \(3,\), y has \(2,\)",
+            specux.fftconvolve, np.ones((3, 10)), np.ones((2, 5)))  # fmt: skip
+    _raises(ValueError, r"dim=-2: x has \(2, 3\), y has \(4,\)",
+            specux.fftconvolve, np.ones((2, 10, 3)), np.ones((5, 4)), dim=-2)  # fmt: skip

@@ -157,7 +157,10 @@ def chroma_spec(*, sr, n_fft, n_chroma, tuning, ctroct=5.0, octwidth=2, norm=2, 
     )  # fmt: skip
 
 
-def dct_spec(*, n_out, n_in, dct_type, norm, lifter) -> MatrixSpec:
+def dct_spec(*, n_out, n_in, dct_type, norm, lifter, out_name="n_mfcc",
+             bands_name="n_mels") -> MatrixSpec:  # fmt: skip
+    """The first ``n_out`` (liftered) DCT rows over ``n_in`` bands; errors name the caller's
+    parameters (``out_name``: n_mfcc or n_lfcc, ``bands_name``: n_mels or n_filter)."""
     from specux.meta.params import as_float, as_int
 
     dct_type = as_int("dct_type", dct_type)
@@ -168,7 +171,8 @@ def dct_spec(*, n_out, n_in, dct_type, norm, lifter) -> MatrixSpec:
     n_in = as_int("n_in", n_in, minimum=2 if dct_type == 1 else 1)
     n_out = as_int("n_out", n_out, minimum=1)
     if n_out > n_in:
-        raise ValueError(f"n_mfcc={n_out} is out of range: must be <= the {n_in} input bands")
+        raise ValueError(f"{out_name}={n_out} is out of range: must be <= the {n_in} input "
+                         f"bands ({bands_name}={n_in})")
     lifter = as_float("lifter", lifter)
     if lifter < 0:
         raise ValueError(f"lifter={lifter} is out of range: must be >= 0")
