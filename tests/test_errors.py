@@ -621,3 +621,15 @@ def test_fftconvolve_other_axes_must_broadcast():
             specux.fftconvolve, np.ones((3, 10)), np.ones((2, 5)))  # fmt: skip
     _raises(ValueError, r"dim=-2: x has \(2, 3\), y has \(4,\)",
             specux.fftconvolve, np.ones((2, 10, 3)), np.ones((5, 4)), dim=-2)  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", [None, [0.0, 1.0], "abc"])
+def test_librosa_preset_signals_and_spectrograms_are_checked(bad):
+    from specux.presets import librosa as sl
+
+    for name in ("stft", "melspectrogram", "mfcc", "chroma_stft", "cqt", "vqt"):
+        _raises(TypeError, r"^y must be a numpy.ndarray, torch.Tensor or cupy.ndarray",
+                getattr(sl, name), bad)  # fmt: skip
+    if not isinstance(bad, list):  # librosa's dB conversions take array-likes
+        for name in ("power_to_db", "amplitude_to_db"):
+            _raises(TypeError, r"^S must be a numeric array", getattr(sl, name), bad)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 import specux
+from specux.compat.arrays import library_of
 
 __all__ = [
     "amplitude_to_db",
@@ -52,6 +53,7 @@ def stft(
     ``hop_length`` defaults to ``win_length // 4``, ``win_length`` to ``n_fft``; frames are
     centred (zero padding, ``pad_mode="constant"``) by default.
     """
+    _signal(y)
     return specux.stft(
         y, n_fft=n_fft, hop_length=hop_length, win_length=win_length, window=window,
         center=center, pad_mode=pad_mode, backend=backend,
@@ -103,6 +105,7 @@ def melspectrogram(
     The mel filters are ``librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin,
     fmax=fmax, htk=htk, norm=norm)`` built in float64.
     """
+    _signal(y)
     return specux.melspectrogram(
         y, sr=sr, n_fft=n_fft, hop_length=hop_length, win_length=win_length, window=window,
         center=center, pad_mode=pad_mode, power=power, n_mels=n_mels, fmin=fmin, fmax=fmax,
@@ -145,6 +148,7 @@ def mfcc(
         "center": center, "pad_mode": pad_mode, "power": power, "n_mels": n_mels, "fmin": fmin,
         "fmax": fmax, "htk": htk,
     }  # fmt: skip
+    _signal(y)
     if math.prod(y.shape[:-1]) <= 1:
         # One signal: its own peak is the array's, and specux.mfcc is the fused path.
         return specux.mfcc(
@@ -184,6 +188,7 @@ def chroma_stft(
     spectrogram on the host and is not differentiable: pass ``tuning=0.0`` (A440) or a known
     value for torch inputs on a GPU, gradients through the tuning, or ``torch.compile``.
     """
+    _signal(y)
     return specux.chroma(
         y, sr=sr, n_chroma=n_chroma, source="stft", tuning=tuning, norm=norm, n_fft=n_fft,
         hop_length=hop_length, win_length=win_length, window=window, center=center,
@@ -261,6 +266,7 @@ if hasattr(specux, "cqt"):
         backend: str = "auto",
     ) -> Any:
         """``librosa.cqt``: complex ``(..., n_bins, 1 + L // hop_length)`` (``fmin`` default C1)."""
+        _signal(y)
         return specux.cqt(
             y, sr=sr, hop_length=hop_length, fmin=fmin, n_bins=n_bins,
             bins_per_octave=bins_per_octave, tuning=tuning, filter_scale=filter_scale,
@@ -291,6 +297,7 @@ if hasattr(specux, "vqt"):
     ) -> Any:
         """``librosa.vqt``: complex ``(..., n_bins, 1 + L // hop_length)``; ``gamma=None`` is
         librosa's ERB-based default."""
+        _signal(y)
         return specux.vqt(
             y, sr=sr, hop_length=hop_length, fmin=fmin, n_bins=n_bins, gamma=gamma,
             bins_per_octave=bins_per_octave, tuning=tuning, filter_scale=filter_scale,
@@ -318,6 +325,11 @@ def _top_db(value: Any) -> float | None:
     return float(value)
 
 
+def _signal(y: Any) -> None:
+    """TypeError naming ``y`` (librosa's name) unless it is a numpy, torch or cupy array."""
+    library_of(y, "y")
+
+
 def _library(x: Any) -> str:
     module = type(x).__module__.partition(".")[0]
     return module if module in ("torch", "cupy") else "numpy"
@@ -341,6 +353,12 @@ class _Ops:
         else:
             self._xp = np
             self.array = np.asarray(x)
+            if self.array.dtype.kind not in "biufc":
+                raise TypeError(
+                    f"S must be a numeric array (numpy, torch or cupy) or array-like, got "
+                    f"{type(x).__module__}.{type(x).__qualname__}"
+                    + (f" of dtype {self.array.dtype}" if x is not None else "")
+                )
 
     def is_complex(self, x: Any) -> bool:
         return x.is_complex() if self.library == "torch" else x.dtype.kind == "c"
