@@ -33,7 +33,8 @@ class NumpyEngine:
 
     @staticmethod
     def cast(x: np.ndarray, dtype: str) -> np.ndarray:
-        return x if x.dtype.name == dtype else x.astype(dtype)
+        # native byte order too: kernels allocate results like their input
+        return x if x.dtype.name == dtype and x.dtype.isnative else x.astype(dtype)
 
     @staticmethod
     def resize(x: np.ndarray, axis: int, size: int) -> np.ndarray:

@@ -70,7 +70,7 @@ def float_kind(x: Any, library: str, name: str = "x") -> str:
         return "complex"
     raise TypeError(
         f"{name} has dtype {dtype}: specux transforms take float16, bfloat16, float32, float64 "
-        "or complex inputs (cast integer and bool arrays to float first)"
+        "or complex (complex32, complex64, complex128) inputs: cast other dtypes first"
     )
 
 
