@@ -119,14 +119,12 @@ def _stft_into(x: torch.Tensor, window, p: StftParams, value: str, eps: float,
                storage: str | None = None) -> torch.Tensor:  # fmt: skip
     """The stft of ``x`` as a frame-major ``(..., n_frames, n_freq)`` tensor of ``value``."""
     src_storage, precision = _storage(x)
-    dst_storage = storage or src_storage
-    if value == "complex" and dst_storage == "bfloat16":
-        dst_storage = "float32"  # no bfloat16 complex type: complex64
     x, rows = _rows(x)
     length = x.shape[-1]
     count = shapes.n_frames(length, p.n_fft, p.hop_length, p.pad)
-    out = cuda_fft._empty((*x.shape[:-1], count, p.n_freq), _spectrum_dtype(dst_storage, value),
-                          x.device)  # fmt: skip
+    out = cuda_fft._empty((*x.shape[:-1], count, p.n_freq),
+                          _spectrum_dtype(storage or src_storage, value), x.device)  # fmt: skip
+    dst_storage = _STORAGE[out.dtype][0]  # what the stores write (complex64 for bfloat16)
     if out.numel() == 0:
         return out.zero_()
     backend = TorchCudaBackend(x.device)
