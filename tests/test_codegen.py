@@ -268,6 +268,11 @@ def _transform_families(recorder):
             for option in options:
                 recorder.specs.add(GatherSpec(kind, storage, precision, option))
         recorder.specs.add(GatherSpec("cmul", precision, precision))
+        if storage == precision:  # fftconvolve's overlap-save: framing, product, c2r stores
+            block = 16384 if precision == "float32" else 8192
+            transform_exec.overlap_save(recorder, None, None, None, signals=2,
+                                        sig_len=4 * block, short=block // 4, block=block,
+                                        precision=precision, storage=storage)  # fmt: skip
         for columns in (1, 2, 12, 24, 40, 72, 200):  # the planner's tiles for these widths
             for rows in (1, 8, 64):
                 option = transform_exec.correlate_option(rows, 400, columns, 2000, precision)

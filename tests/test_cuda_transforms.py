@@ -489,7 +489,11 @@ def test_empty_batch_on_cuda():
 # --------------------------------------------------------------------------------------------
 # fftconvolve
 
-CONV_LENGTHS = [(1, 1), (5, 5), (101, 31), (31, 101), (997, 13), (4001, 1031), (1009, 4096)]
+# Real operands by overlap-save (transform_exec.overlap_save_length): (997, 13) in 256-point
+# blocks, (20000, 257) in 1024-point ones, (30011, 4096) and its swap in 16384-point
+# (float32) / 8192-point (float64) ones; the rest, and complex operands, by whole-length FFTs.
+CONV_LENGTHS = [(1, 1), (5, 5), (101, 31), (31, 101), (997, 13), (4001, 1031), (1009, 4096),
+                (20000, 257), (30011, 4096), (4096, 30011)]  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", ["full", "same", "valid"])
@@ -706,6 +710,10 @@ GRADCHECK_CASES = {
     "fftconvolve": (
         lambda x, y: specux.fftconvolve(x, y, "same"),
         [("z", (2, 1, 60)), ("y", (3, 17))],
+    ),
+    "fftconvolve-overlap-save": (  # 300 + 9 - 1 outputs > 256: overlap-save, two frames
+        lambda x, y: specux.fftconvolve(x, y, "full"),
+        [("x", (1, 300)), ("y", (2, 9))],
     ),
 }
 

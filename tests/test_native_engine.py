@@ -409,6 +409,26 @@ def test_fftconvolve_broadcasts(mode):
     _check(specux.fftconvolve, z, k, mode=mode)
 
 
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+@pytest.mark.parametrize("shapes", [((3, 1, 600), (2, 33)), ((2, 33), (3, 1, 600)),
+                                    ((1, 1000), (2, 130))])  # fmt: skip
+def test_fftconvolve_by_overlap_save(shapes, precision, monkeypatch):
+    """Real operands whose shorter one is at most half a block FFT and whose output is
+    longer than the block run by transform_exec.overlap_save (256-point blocks for 33 taps,
+    1024 for 130), in any operand order, broadcast."""
+    from specux.kernels import transform_exec
+
+    calls = []
+    original = transform_exec.overlap_save
+    monkeypatch.setattr(transform_exec, "overlap_save",
+                        lambda *a, **k: calls.append(k["block"]) or original(*a, **k))  # fmt: skip
+    x = _signal(shapes[0]).astype(precision)
+    k = _signal(shapes[1], seed=3).astype(precision)
+    for mode in ("full", "same", "valid"):
+        _check(specux.fftconvolve, x, k, precision=precision, mode=mode)
+    assert calls == [256 if 33 in shapes[0] + shapes[1] else 1024] * 3
+
+
 def test_explicit_cpu_backend_is_strict():
     device = emulate.HostDevice()
     with pytest.raises(specux.BackendUnavailableError, match="cpu"):

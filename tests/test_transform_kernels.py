@@ -70,6 +70,68 @@ def test_emulated_stft_float64(case, rng):
     assert _peak_error(_stft(x, p, value), ref) <= TOLERANCES["float64"]
 
 
+def test_emulated_stft_with_more_frames_reads_zeros_past_the_end(rng):
+    """transform_exec.stft's ``frames`` (overlap-save's frames): frame f holds samples
+    f * hop - pad .. of the signal, zeros outside it, past its end too."""
+    n, hop, pad, length, frames = 32, 23, 9, 100, 6  # 1 + (100 + 18 - 32) // 23 = 4 natural
+    x = rng.standard_normal((2, length))
+    out = np.zeros((2, frames, n // 2 + 1), dtype=np.complex128)
+    transform_exec.stft(emulate.HostBackend(), x, out, np.ones(n), signals=2, sig_len=length,
+                        n_fft=n, hop=hop, pad=pad, mode="constant", onesided=True,
+                        value="complex", eps=0.0, scale=1.0, precision="float64",
+                        src_storage="float64", dst_storage="float64",
+                        frames=frames)  # fmt: skip
+    padded = np.zeros((2, pad + frames * hop + n))
+    padded[:, pad : pad + length] = x
+    ref = np.stack([np.fft.rfft(padded[:, f * hop : f * hop + n]) for f in range(frames)], 1)
+    assert _peak_error(out, ref) <= TOLERANCES["float64"]
+
+
+# (block, kernel taps, signal length), hop = block - taps + 1: 48 outputs, two whole hops of
+# 24; 108 outputs, a partial last frame; the longest kernel a 32-point block takes (2 * 15
+# <= 32), 92 outputs by hops of 17; one (partial) frame only; a 2-tap kernel, 62 = 2 * 31
+# outputs; 64-point blocks.
+OVERLAP_SAVE_CASES = [(32, 9, 40), (32, 9, 100), (32, 16, 77), (32, 9, 10), (32, 2, 61),
+                      (64, 20, 300)]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", OVERLAP_SAVE_CASES)
+def test_emulated_overlap_save_equals_the_direct_convolution(case, dtype, rng):
+    """transform_exec.overlap_save (both CUDA routes' fftconvolve of real operands): the stft
+    kernel's frames, the cmul "frames" product with the rotated kernel's spectrum, and the
+    c2r stores of each frame's first hop outputs (the last frame's by offset pointers)."""
+    block, short, length = case
+    precision = _PRECISION[dtype]
+    x = rng.standard_normal((3, length)).astype(dtype)
+    h = rng.standard_normal((3, short)).astype(dtype)
+    padded = np.zeros((3, block))
+    padded[:, :short] = h
+    kernel = np.fft.rfft(padded).astype(np.result_type(dtype, np.complex64))
+    out = np.full((3, length + short - 1), np.nan, dtype=dtype)  # every output is written
+    transform_exec.overlap_save(emulate.HostBackend(), x, kernel, out, signals=3,
+                                sig_len=length, short=short, block=block, precision=precision,
+                                storage=precision)  # fmt: skip
+    ref = np.stack([np.convolve(x[r].astype(np.float64), h[r].astype(np.float64))
+                    for r in range(3)])  # fmt: skip
+    assert _peak_error(out, ref) <= TOLERANCES[f"{precision}_peak" if dtype == np.float32
+                                               else precision]  # fmt: skip
+
+
+def test_overlap_save_length():
+    """A power of two near four kernel lengths, at least twice the kernel's tail, below the
+    output length, one block kernel; else 0 (whole-length FFTs)."""
+    length = transform_exec.overlap_save_length
+    assert length(164095, 4096, "float32") == 16384  # PERF.md's conv
+    assert length(164095, 4096, "float64") == 8192  # float64 blocks hold half the points
+    assert length(1000, 9, "float32") == 256  # the shortest block
+    assert length(1000, 129, "float32") == 512
+    assert length(256, 9, "float32") == 0  # the output fits one block
+    assert length(10**6, 8193, "float32") == 16384  # a tail of 8192: half the block
+    assert length(10**6, 8194, "float32") == 0  # a tail of 8193 > half of 16384
+    assert length(10**6, 1, "float32") == 0
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_paired_frame_loads_equal_the_scalar_loads(dtype, rng):
     """The packed framing kernel reads an interior frame's sample pairs by vector loads when

@@ -100,6 +100,9 @@ def transform_1d(
     src_strides: Strides,
     dst_strides: Strides,
     use_blocks: bool = True,
+    store_valid: int = 0,
+    src_offset: int = 0,
+    dst_offset: int = 0,
 ) -> None:
     """One batch of ``n``-point transforms from ``src`` to ``dst`` (user layouts).
 
@@ -108,6 +111,8 @@ def transform_1d(
     the result (the normalization). Lengths whose points fit a thread block run as one block
     kernel, longer smooth lengths as two (four-step); ``use_blocks=False`` (tests) and
     lengths beyond two blocks run one global-memory kernel per radix pass instead.
+    ``store_valid``: store only the first elements of each output row (0: all).
+    ``src_offset`` / ``dst_offset``: where the layouts start in the buffers, in elements.
 
     The launches are planned once per distinct call (cached); a repeated call only binds
     buffers and launches.
@@ -115,8 +120,16 @@ def transform_1d(
     if batch == 0:
         return
     program = _program(n, kind, sign, float(scale), precision, batch, src_storage, dst_storage,
-                       src_strides, dst_strides, use_blocks)  # fmt: skip
-    program.run(backend, src, dst)
+                       src_strides, dst_strides, use_blocks, store_valid)  # fmt: skip
+    offsets = None
+    if src_offset or dst_offset:
+        src_item = _ITEM_BYTES[src_storage] * (1 if kind == "r2c" else 2)
+        dst_item = _ITEM_BYTES[dst_storage] * (1 if kind == "c2r" else 2)
+        offsets = (src_offset * src_item, dst_offset * dst_item)
+    program.run(backend, src, dst, offsets=offsets)
+
+
+_ITEM_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}  # real storage
 
 
 class _Ref:
@@ -176,8 +189,14 @@ class _Program:
             ]  # fmt: skip
         return self._bindings
 
-    def run(self, backend: Backend, src: Any, dst: Any, bound: dict | None = None) -> None:
+    def run(self, backend: Backend, src: Any, dst: Any, bound: dict | None = None,
+            offsets: tuple[int, int] | None = None) -> None:  # fmt: skip
+        """Launch with the references bound (``offsets``: bytes added to src's and dst's
+        pointers)."""
         pointers = {id(_SRC): backend.pointer(src), id(_DST): backend.pointer(dst)}
+        if offsets is not None:
+            pointers[id(_SRC)] += offsets[0]
+            pointers[id(_DST)] += offsets[1]
         for ref, buffer in (bound or {}).items():  # further caller buffers (window, tables)
             pointers[id(ref)] = backend.pointer(buffer) if buffer is not None else 0
         keep = []  # scratch stays referenced until every launch is queued
@@ -212,19 +231,21 @@ class _Planner:
 
 @functools.lru_cache(maxsize=512)
 def _program(n, kind, sign, scale, precision, batch, src_storage, dst_storage, src_strides,
-             dst_strides, use_blocks) -> _Program:  # fmt: skip
+             dst_strides, use_blocks, store_valid=0) -> _Program:  # fmt: skip
     program = _Program()
     _orchestrate(_Planner(program), _SRC, _DST, n=n, kind=kind, sign=sign, scale=scale,
                  precision=precision, batch=batch, src_storage=src_storage,
                  dst_storage=dst_storage, src_strides=src_strides, dst_strides=dst_strides,
-                 use_blocks=use_blocks)  # fmt: skip
+                 use_blocks=use_blocks, store_valid=store_valid)  # fmt: skip
     return program
 
 
 def _orchestrate(backend, src, dst, *, n, kind, sign, scale, precision, batch, src_storage,
-                 dst_storage, src_strides, dst_strides, use_blocks) -> None:  # fmt: skip
+                 dst_storage, src_strides, dst_strides, use_blocks,
+                 store_valid=0) -> None:  # fmt: skip
     load = LoadSpec(USER, _LOAD_MODE[kind], src_storage)
-    store = StoreSpec(USER, _STORE_MODE[kind], dst_storage, scaled=True, logical=n)
+    store = StoreSpec(USER, _STORE_MODE[kind], dst_storage, scaled=True, logical=n,
+                      valid=store_valid)  # fmt: skip
     _any_length(backend, n, sign, precision, load, store, src, dst, scale, src_strides,
                 dst_strides, batch=batch, use_blocks=use_blocks)  # fmt: skip
 
@@ -368,8 +389,12 @@ def _transform(
 
 
 def _pack(n, precision, load, store) -> str:
-    """``r2c`` / ``c2r`` when the real transform runs as a half-length complex one."""
-    if n % 2 or load.table or store.table or load.valid or store.valid:
+    """``r2c`` / ``c2r`` when the real transform runs as a half-length complex one (a store
+    of the first ``valid`` outputs only: c2r, whose packed store writes each real output by
+    its own index)."""
+    if n % 2 or load.table or store.table or load.valid:
+        return ""
+    if store.valid and not (load.mode == "hermitian" and store.mode == "real"):
         return ""
     if not block_fits(n // 2, precision):
         return ""

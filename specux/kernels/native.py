@@ -561,8 +561,13 @@ def fftconvolve(x: DeviceArray, y: DeviceArray) -> DeviceArray:
     """Full linear convolution along the last axis (leading axes broadcast); ``x`` and ``y``
     of one compute dtype."""
     length = x.shape[-1] + y.shape[-1] - 1
-    n = smooth_length(length)
     lead = tuple(np.broadcast_shapes(x.shape[:-1], y.shape[:-1]))
+    if x.dtype in ("float32", "float64"):  # as the torch route (cuda/transforms.py)
+        long, short = (x, y) if x.shape[-1] >= y.shape[-1] else (y, x)
+        block = transform_exec.overlap_save_length(length, short.shape[-1], x.dtype)
+        if block:
+            return _overlap_save(long, short, block, lead)
+    n = smooth_length(length)
     if x.dtype.startswith("complex"):
         fx = c2c(convert(x, x.dtype, (*x.shape[:-1], n)), [-1], True, "backward")
         fy = c2c(convert(y, y.dtype, (*y.shape[:-1], n)), [-1], True, "backward")
@@ -575,6 +580,23 @@ def fftconvolve(x: DeviceArray, y: DeviceArray) -> DeviceArray:
     else:
         out = c2r(product, [-1], n, "backward")
     return dense(out.narrow(-1, 0, length))
+
+
+def _overlap_save(x: DeviceArray, y: DeviceArray, block: int,
+                  lead: tuple[int, ...]) -> DeviceArray:  # fmt: skip
+    """transform_exec.overlap_save of real ``x`` with the shorter real ``y`` (one dtype)."""
+    short = y.shape[-1]
+    out = x.device.empty((*lead, x.shape[-1] + short - 1), x.dtype)
+    if out.size == 0:
+        return out
+    storage, precision = _storage(x)
+    xd, rows = _rows(x.broadcast_to((*lead, x.shape[-1])))
+    kernel = r2c(convert(y, y.dtype, (*y.shape[:-1], block)), [-1], "backward")
+    kernel = dense(kernel.broadcast_to((*lead, kernel.shape[-1])))
+    transform_exec.overlap_save(x.device, xd, kernel, out, signals=rows, sig_len=x.shape[-1],
+                                short=short, block=block, precision=precision,
+                                storage=storage)  # fmt: skip
+    return out
 
 
 def spectral_product(fx: DeviceArray, fy: DeviceArray, lead: tuple[int, ...]) -> DeviceArray:

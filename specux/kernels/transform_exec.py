@@ -24,7 +24,14 @@ from specux.kernels.codegen.gather import (
 )
 from specux.kernels.cpu import cqt as cpu_cqt
 from specux.kernels.cpu import frames as cpu_frames
-from specux.kernels.fft_exec import BankReduce, Framing, Strides, stft_1d, stft_fusable
+from specux.kernels.fft_exec import (
+    BankReduce,
+    Framing,
+    Strides,
+    stft_1d,
+    stft_fusable,
+    transform_1d,
+)
 from specux.meta import filters, matrices
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_n_frames
@@ -150,12 +157,14 @@ def bank(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
 def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, hop: int,
          pad: int, mode: str, onesided: bool, value: str, eps: float, scale: float,
          precision: str, src_storage: str, dst_storage: str, bank: BankReduce | None = None,
-         bands=None, weights=None, exponent: float = 2.0) -> None:  # fmt: skip
+         bands=None, weights=None, exponent: float = 2.0,
+         frames: int | None = None) -> None:  # fmt: skip
     """The fused STFT (:func:`fft_exec.stft_1d`) of contiguous rows of ``sig_len`` samples;
     with ``bank``, the filterbank of its ``|X| ** bank.exponent`` in the same kernel; with
     ``value`` "cotangent", the adjoint's input for the real cotangent ``weights`` of
-    ``|X| ** exponent``."""
-    count = 1 + (sig_len + 2 * pad - n_fft) // hop
+    ``|X| ** exponent``. ``frames``: how many frames per row (default: those the padded
+    signal holds; in "constant" mode, frames past its end read zeros)."""
+    count = 1 + (sig_len + 2 * pad - n_fft) // hop if frames is None else frames
     kind, table = _padding(backend, sig_len, pad, mode)
     framing = Framing(hop, pad, sig_len, count, kind)
     stft_1d(backend, src, dst, window, table, n=n_fft, framing=framing, signals=signals,
@@ -163,6 +172,81 @@ def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, h
             src_storage=src_storage, dst_storage=dst_storage,
             src_strides=Strides(1, sig_len, 0, 1), bank=bank, bands=bands,
             weights=weights, exponent=exponent)  # fmt: skip
+
+
+# Overlap-save convolution (fftconvolve of real operands on the GPU, both CUDA routes)
+
+OVERLAP_SAVE_MIN = 256  # the shortest block FFT of overlap-save
+
+
+@functools.lru_cache(maxsize=256)
+def overlap_save_length(length: int, short: int, precision: str) -> int:
+    """The block FFT length of an overlap-save convolution with a ``short``-tap kernel and
+    ``length`` outputs per row, or 0 when whole-length FFTs should run instead: a power of two
+    near four kernel lengths (at least 3/4 of each block's outputs are kept) that one stft
+    kernel transforms, at least twice the kernel's tail, and shorter than the output (else a
+    single whole-length FFT is as cheap)."""
+    if short < 2:
+        return 0
+    block = OVERLAP_SAVE_MIN
+    while block < 4 * (short - 1) and stft_fusable(2 * block, precision, True):
+        block *= 2
+    if 2 * (short - 1) > block or length <= block or not stft_fusable(block, precision, True):
+        return 0
+    return block
+
+
+@functools.lru_cache(maxsize=64)
+def _overlap_save_phase(block: int, short: int) -> np.ndarray:
+    """exp(2 pi i k (short - 1) / block) for the one-sided bins k: the kernel's spectrum times
+    it is the spectrum of the kernel rotated by short - 1 samples, so each block's
+    alias-free outputs come first (exact integer phase reduction, float64)."""
+    k = np.arange(block // 2 + 1, dtype=np.int64)
+    out = np.exp(2j * np.pi * ((k * (short - 1)) % block).astype(np.float64) / block)
+    out.flags.writeable = False
+    return out
+
+
+def overlap_save(backend, x, kernel_spectrum, out, *, signals: int, sig_len: int, short: int,
+                 block: int, precision: str, storage: str) -> None:  # fmt: skip
+    """The full convolution of ``signals`` real rows of ``x`` (``sig_len`` samples each, in
+    ``storage``) with kernels of ``short`` taps given by their ``block``-point one-sided
+    spectra ``kernel_spectrum`` (a row per signal, complex in the precision) into ``out``
+    (rows of ``sig_len + short - 1``, in ``storage``).
+
+    Frame f of a row holds samples f * hop - (short - 1) .. + block - 1 (zeros outside the
+    signal), hop = block - short + 1; its circular convolution with the kernel rotated by
+    short - 1 (the phase of :func:`_overlap_save_phase`) has the linear convolution's outputs
+    f * hop .. + hop - 1 at its first hop positions. Three launches and one scratch spectrum:
+    the stft kernel (rectangular window), the product (cmul ``frames``), and the c2r whose
+    store writes only those outputs into place (a second c2r for every row's last, partial
+    frame)."""
+    length = sig_len + short - 1
+    hop = block - short + 1
+    frames = -(-length // hop)
+    bins = block // 2 + 1
+    spectra = backend.scratch(signals * frames * bins, precision)
+    ones = backend.constant(("ones", block, precision), lambda: np.ones(block, dtype=precision))
+    stft(backend, x, spectra, ones, signals=signals, sig_len=sig_len, n_fft=block, hop=hop,
+         pad=short - 1, mode="constant", onesided=True, value="complex", eps=0.0, scale=1.0,
+         precision=precision, src_storage=storage, dst_storage=precision,
+         frames=frames)  # fmt: skip
+    phase = backend.table(("overlap-save phase", block, short),
+                          _overlap_save_phase(block, short), precision)  # fmt: skip
+    elementwise(backend, "cmul", "frames", spectra, spectra, rows=signals * frames, size=bins,
+                storage=precision, precision=precision, table=kernel_spectrum, table_b=phase,
+                count=frames)  # fmt: skip
+    inverse = dict(n=block, kind="c2r", sign=1, scale=1.0 / block, precision=precision,
+                   src_storage=precision, dst_storage=storage)  # fmt: skip
+    if frames > 1:
+        transform_1d(backend, spectra, out, batch=signals * (frames - 1),
+                     src_strides=Strides(frames - 1, frames * bins, bins, 1),
+                     dst_strides=Strides(frames - 1, length, hop, 1), store_valid=hop,
+                     **inverse)  # fmt: skip
+    last = frames - 1
+    transform_1d(backend, spectra, out, batch=signals, src_strides=Strides(1, frames * bins, 0, 1),
+                 dst_strides=Strides(1, length, 0, 1), store_valid=length - last * hop,
+                 src_offset=last * bins, dst_offset=last * hop, **inverse)  # fmt: skip
 
 
 def convert(backend, src, dst, table, *, start: int, size: int, src_dtype: str, dst_dtype: str,
@@ -410,5 +494,6 @@ def cqt_correlate(backend, padded, out, spec: ConstantQSpec, plan, *, count: int
 __all__ = ["BankReduce", "bank", "bank_tables", "convert", "correlate", "correlate_option",
            "correlate_t", "correlate_t_option", "cqt_correlate", "cqt_correlate_t", "cqt_kernel",
            "cqt_plan", "dense_bands", "elementwise", "filterbank_of_spectrum", "filterbank_stft",
-           "fold_table", "frame", "hop_major", "istft_overlap_add", "overlap_add", "pad_sources",
+           "fold_table", "frame", "hop_major", "istft_overlap_add", "overlap_add", "overlap_save",
+           "overlap_save_length", "pad_sources",
            "sparse_bank", "spectrum_value", "stft", "stft_fusable"]  # fmt: skip

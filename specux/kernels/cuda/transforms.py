@@ -16,7 +16,11 @@ torch's current stream, buffers from torch's caching allocator.
 - cqt / cqt_adjoint: the CPU backend's exact octave kernels, one tiled correlation kernel
   (its transpose for the adjoint) per octave group over the padded signal (padded by the
   frame kernel; the adjoint's padding folded by the overlap-add gather). No cuBLAS.
-- fftconvolve: FFTs of both zero-padded inputs, the product, one inverse FFT.
+- fftconvolve: real float32 / float64 operands whose shorter one is at most half a block FFT
+  and whose output is longer than a block run by overlap-save (transform_exec.overlap_save:
+  the stft kernel over overlapping frames of the longer operand, the product with the
+  shorter one's spectrum, c2r kernels storing each frame's alias-free outputs in place).
+  Others: FFTs of both zero-padded inputs, the product, one inverse FFT.
 """
 
 from __future__ import annotations
@@ -380,8 +384,13 @@ def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in
 def fftconvolve(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Full linear convolution along the last axis (leading axes broadcast)."""
     length = x.shape[-1] + y.shape[-1] - 1
-    n = smooth_length(length)
     dtype = torch.promote_types(x.dtype, y.dtype)
+    if dtype in (torch.float32, torch.float64):
+        long, short = (x, y) if x.shape[-1] >= y.shape[-1] else (y, x)  # it commutes
+        block = transform_exec.overlap_save_length(length, short.shape[-1], _STORAGE[dtype][1])
+        if block:
+            return _overlap_save(long.to(dtype), short.to(dtype), block)
+    n = smooth_length(length)
     if dtype.is_complex:
         fx = cuda_fft.c2c(torch.nn.functional.pad(x.to(dtype), (0, n - x.shape[-1])), [-1],
                           True, "backward")  # fmt: skip
@@ -395,6 +404,24 @@ def fftconvolve(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
                           "backward")  # fmt: skip
         out = cuda_fft.c2r(_product(fx, fy), [-1], n, "backward")
     return out[..., :length].contiguous()
+
+
+def _overlap_save(x: torch.Tensor, y: torch.Tensor, block: int) -> torch.Tensor:
+    """The full convolution of real ``x`` with the shorter real ``y`` (one dtype) by
+    transform_exec.overlap_save with ``block``-point FFTs."""
+    short = y.shape[-1]
+    batch = torch.broadcast_shapes(x.shape[:-1], y.shape[:-1])
+    out = torch.empty((*batch, x.shape[-1] + short - 1), dtype=x.dtype, device=x.device)
+    if out.numel() == 0:
+        return out
+    storage, precision = _storage(x)
+    xd, rows = _rows(x.expand(*batch, x.shape[-1]))
+    kernel = cuda_fft.r2c(torch.nn.functional.pad(y, (0, block - short)), [-1], "backward")
+    kernel = _dense(kernel.expand(*batch, kernel.shape[-1]))
+    transform_exec.overlap_save(TorchCudaBackend(x.device), xd, kernel, out, signals=rows,
+                                sig_len=x.shape[-1], short=short, block=block,
+                                precision=precision, storage=storage)  # fmt: skip
+    return out
 
 
 def _product(fx: torch.Tensor, fy: torch.Tensor) -> torch.Tensor:
