@@ -486,6 +486,34 @@ def test_empty_batch_on_cuda():
     assert got.shape == ref.shape and got.dtype == ref.dtype
 
 
+def test_module_banks_run_by_their_sparse_tables():
+    """An nn module's filterbank buffer (a user matrix the ops receive on every call) runs by
+    its rows' nonzero extents, built once per tensor and version; the dense tables (a learned
+    bank) give the same bits; an in-place change of the buffer is seen."""
+    import specux.nn
+    from specux.kernels.cuda import transforms
+
+    x = _signal((2, 8000), seed=11, dtype=F32)
+    kwargs = dict(sr=16000, n_fft=512, hop_length=128, n_mels=40)
+    ref = specux.nn.MelSpectrogram(**kwargs)(x)
+    mel = specux.nn.MelSpectrogram(**kwargs).to(DEVICE)
+    out = mel(x.to(DEVICE))
+    assert_matches_cpu(out, ref, what="module mel")
+    entry = transforms._SPARSE[id(mel.fb)]
+    bands = entry[2][0].cpu().numpy()
+    assert entry[0]() is mel.fb and bands.shape == (40, 3) and bands[:, 1].max() < 257 // 4
+    assert torch.equal(mel(x.to(DEVICE)), out) and transforms._SPARSE[id(mel.fb)] is entry
+    with torch.no_grad():
+        mel.fb.mul_(2.0)  # a new version: the tables are rebuilt (doubling is exact)
+    assert torch.equal(mel(x.to(DEVICE)), 2 * out)
+    assert transforms._SPARSE[id(mel.fb)] is not entry
+    learned = specux.nn.MelSpectrogram(**kwargs).to(DEVICE)
+    learned.fb = torch.nn.Parameter(learned.fb.clone())  # needs a gradient: dense tables
+    dense = learned(x.to(DEVICE))
+    assert id(learned.fb) not in transforms._SPARSE
+    assert torch.equal(dense.detach(), out)
+
+
 # --------------------------------------------------------------------------------------------
 # fftconvolve
 

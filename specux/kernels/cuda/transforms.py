@@ -25,6 +25,9 @@ torch's current stream, buffers from torch's caching allocator.
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import numpy as np
 import torch
 
@@ -39,7 +42,7 @@ from specux.kernels.native import (
     named_istft_envelope,
 )
 from specux.kernels.plan import smooth_length
-from specux.meta import dtypes, shapes
+from specux.meta import dtypes, filters, shapes
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.params import StftParams, dual_norm
 from specux.meta.windows import centered_offset
@@ -371,10 +374,52 @@ def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in
     if width != n_in:
         raise ValueError(f"the matrix has {width} columns but {what} has {n_in} features")
     n_out = matrix.shape[0]
+    sparse = _sparse_tables(matrix, precision)
+    if sparse is not None:
+        return sparse[0], sparse[1], n_out
     bands = backend.constant(("dense bands", n_out, n_in),
                              lambda: transform_exec.dense_bands(n_out, n_in))  # fmt: skip
     # bin-major weights (transform_exec.bank_tables): the matrix transposed
     return bands, matrix.detach().to(_dtype(precision)).t().contiguous(), n_out
+
+
+# id(matrix) -> (weak reference, version, data pointer, precision, (bands, weights)): the
+# sparse tables of user matrices (an nn module's filterbank buffer, passed on every call)
+_SPARSE: dict[int, tuple] = {}
+_SPARSE_MAX = 64
+_SPARSE_LOCK = threading.Lock()
+
+
+def _sparse_tables(matrix: torch.Tensor, precision: str):
+    """The sparse gather tables (each row's nonzero extent, :func:`transform_exec.bank_tables`)
+    of a user matrix that holds fixed values, built once per tensor and version, or None: then
+    the dense tables (every row spans every column). The kernels give the same bits either way
+    for finite inputs -- a row's terms are summed in column order and the dropped terms are
+    exact zeros -- but a filterbank's rows span a few of its hundreds of columns, so the
+    sparse reduce reads and sums a small fraction of the dense one's terms, and no transposed
+    copy is made per call. Building them reads the matrix on the host (waits for the device
+    once), so it is skipped for what may change every call or cannot wait: a matrix that
+    needs a gradient (a learned bank), a view (a backward's transpose, new on every call),
+    and calls made while a CUDA graph is being captured."""
+    if (matrix.requires_grad or matrix._base is not None
+            or torch.cuda.is_current_stream_capturing()):  # fmt: skip
+        return None
+    key = id(matrix)
+    entry = _SPARSE.get(key)
+    state = (matrix._version, matrix.data_ptr(), precision)
+    if entry is not None and entry[0]() is matrix and entry[1] == state:
+        return entry[2]
+    host = matrix.detach().to(device="cpu", dtype=torch.float64).numpy()
+    sparse = filters.sparse_bank(host)
+    bands, weights = transform_exec.bank_tables(sparse.starts, sparse.stops,
+                                                sparse.weights.astype(precision))  # fmt: skip
+    tables = (torch.from_numpy(bands).to(matrix.device),
+              torch.from_numpy(weights).to(matrix.device))  # fmt: skip
+    with _SPARSE_LOCK:
+        if len(_SPARSE) >= _SPARSE_MAX:
+            _SPARSE.clear()
+        _SPARSE[key] = (weakref.ref(matrix), state, tables)
+    return tables
 
 
 # ---------------------------------------------------------------------------------------------
