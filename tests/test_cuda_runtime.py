@@ -706,3 +706,28 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
     assert sorted(retained) == [0, 1] and sorted(loaded) == [0, 1]
     assert {ctx for ctx, _ in results} == {1000, 1001}
     assert len({id(module) for _, module in results}) == 2
+
+
+def test_sparse_bank_tables_are_cached_per_tensor_and_version(monkeypatch):
+    """The CUDA kernels' sparse tables of a user bank tensor (specux.nn's fb buffers), here
+    built for CPU tensors: cached by identity, version and data pointer; none for a tensor
+    that needs a gradient, a view, or during CUDA graph capture."""
+    torch = pytest.importorskip("torch")
+    from specux.kernels.cuda import transforms
+
+    capturing = [False]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    bank = torch.zeros(3, 10)
+    bank[0, 1:3], bank[1, 4:8], bank[2, 9] = 1.0, 2.0, 3.0
+    bank[1, 5] = 0.0  # an interior zero stays inside the row's extent
+    bands, weights = transforms._sparse_tables(bank, "float32")
+    assert bands.tolist() == [[1, 2, 0], [4, 4, 1], [9, 1, 2]]
+    # bin-major: band m's k-th weight at k * bands + m, rows padded to the widest (4)
+    assert weights.reshape(4, 3).T.tolist() == [[1, 1, 0, 0], [2, 0, 2, 2], [3, 0, 0, 0]]
+    assert transforms._sparse_tables(bank, "float32")[0] is bands  # cached
+    bank.mul_(2.0)  # a new version: rebuilt
+    assert transforms._sparse_tables(bank, "float32")[1].max().item() == 6.0
+    assert transforms._sparse_tables(bank.t().t(), "float32") is None  # a view
+    assert transforms._sparse_tables(bank.clone().requires_grad_(), "float32") is None
+    capturing[0] = True
+    assert transforms._sparse_tables(bank.clone(), "float32") is None
