@@ -38,9 +38,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 import specux
 from specux import twins
+from specux.compat.torch_compat import plain_eager
 from specux.engines import TorchEngine
 from specux.meta import matrices
 from specux.meta.params import StftParams, signal_length, stft_params
@@ -86,13 +88,31 @@ def _window64(window: Any, p: StftParams) -> Any:
 
 
 def _like(buffer: torch.Tensor, x: torch.Tensor, name: str) -> torch.Tensor:
-    """``buffer`` in ``x``'s dtype; it must already be on ``x``'s device (never copied)."""
+    """``buffer`` in ``x``'s dtype; it must already be on ``x``'s device (never copied).
+
+    A conversion of a buffer that needs no gradient is kept (per buffer, dtype, version and
+    data pointer) and handed out again: the ops then see the same tensor on every call, which
+    is what the CUDA kernels cache a filterbank's sparse tables by (a new tensor per call
+    would make them read it on the host every call)."""
     if buffer.device != x.device:
         raise specux.BackendUnavailableError(
             f"the module's {name} is on {buffer.device} but the input is on {x.device}: move the "
             "module with .to(device); specux never copies silently"
         )
-    return buffer if buffer.dtype == x.dtype else buffer.to(x.dtype)
+    if buffer.dtype == x.dtype:
+        return buffer
+    if buffer.requires_grad or type(buffer) is not torch.Tensor or not plain_eager():
+        return buffer.to(x.dtype)  # in the autograd graph / traced: converted where used
+    state = (buffer._version, buffer.data_ptr())
+    kept = _CONVERTED.setdefault(buffer, {})
+    entry = kept.get(x.dtype)
+    if entry is None or entry[0] != state:
+        entry = kept[x.dtype] = (state, buffer.to(x.dtype))
+    return entry[1]
+
+
+# buffer -> {dtype: ((version, data pointer), the buffer in that dtype)}, dropped with the buffer
+_CONVERTED = WeakIdKeyDictionary()
 
 
 def _restore(out: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

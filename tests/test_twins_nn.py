@@ -181,6 +181,27 @@ def test_float32_module_on_float64_input_computes_in_float64():
     assert 0 < rel_peak(got.numpy(), ref.numpy()) <= TOLERANCES["float32_peak"]
 
 
+def test_buffer_conversions_are_kept_until_the_buffer_changes():
+    """A float32 module on float64 input hands the ops one converted filterbank on every call
+    (the CUDA kernels cache its sparse tables by identity), a new one after the buffer
+    changes in place or is replaced; a learnable bank is converted in the graph each call."""
+    from specux.nn import _like
+
+    x = torch.from_numpy(_signal())
+    module = nn.MelSpectrogram(sr=SR, n_fft=512, n_mels=40)
+    first = _like(module.fb, x, "fb")
+    assert first.dtype == torch.float64 and _like(module.fb, x, "fb") is first
+    base = module(x)
+    with torch.no_grad():
+        module.fb.mul_(2.0)
+    second = _like(module.fb, x, "fb")
+    assert second is not first and torch.equal(second, 2.0 * first)
+    torch.testing.assert_close(module(x), 2.0 * base)
+    module.fb = torch.nn.Parameter(module.fb.clone())
+    converted = _like(module.fb, x, "fb")
+    assert converted.grad_fn is not None and _like(module.fb, x, "fb") is not converted
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("name", ["MelSpectrogram", "MFCC", "LFCC", "Chroma"])
 def test_module_half_inputs_like_functions(name, dtype):

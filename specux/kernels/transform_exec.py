@@ -217,10 +217,10 @@ def overlap_save(backend, x, kernel_spectrum, out, *, signals: int, sig_len: int
     Frame f of a row holds samples f * hop - (short - 1) .. + block - 1 (zeros outside the
     signal), hop = block - short + 1; its circular convolution with the kernel rotated by
     short - 1 (the phase of :func:`_overlap_save_phase`) has the linear convolution's outputs
-    f * hop .. + hop - 1 at its first hop positions. Three launches and one scratch spectrum:
-    the stft kernel (rectangular window), the product (cmul ``frames``), and the c2r whose
-    store writes only those outputs into place (a second c2r for every row's last, partial
-    frame)."""
+    f * hop .. + hop - 1 at its first hop positions. Four launches and one scratch spectrum:
+    the stft kernel (rectangular window), the product (cmul ``frames``), and two c2r kernels
+    whose stores write only those outputs, in place: one for every whole frame, one for each
+    row's last frame, which may hold fewer."""
     length = sig_len + short - 1
     hop = block - short + 1
     frames = -(-length // hop)

@@ -363,7 +363,8 @@ def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str) -> torch.Te
 def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in: int,
            what: str):  # fmt: skip
     """(bands, weights, rows) of a matrix for the gather kernels: a named one sparse (each
-    row's nonzero extent, built once), a tensor dense (every row spans every column). The
+    row's nonzero extent, built once), a tensor sparse when its values are fixed
+    (:func:`_sparse_tables`), else dense (every row spans every column). The
     kernels read ``n_in`` values per row, so a matrix of another width raises here (before
     anything is uploaded or launched) instead of reading past a row there."""
     if matrix is None:
