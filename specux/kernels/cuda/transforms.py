@@ -384,7 +384,7 @@ def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in
     return bands, matrix.detach().to(_dtype(precision)).t().contiguous(), n_out
 
 
-# id(matrix) -> (weak reference, version, data pointer, precision, (bands, weights)): the
+# id(matrix) -> (weak reference, (version, data pointer, precision), (bands, weights)): the
 # sparse tables of user matrices (an nn module's filterbank buffer, passed on every call)
 _SPARSE: dict[int, tuple] = {}
 _SPARSE_MAX = 64
