@@ -716,7 +716,7 @@ def test_sparse_bank_tables_are_cached_per_tensor_and_version(monkeypatch):
     from specux.kernels.cuda import transforms
 
     capturing = [False]
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    monkeypatch.setattr(transforms, "_capturing", lambda t: capturing[0])
     bank = torch.zeros(3, 10)
     bank[0, 1:3], bank[1, 4:8], bank[2, 9] = 1.0, 2.0, 3.0
     bank[1, 5] = 0.0  # an interior zero stays inside the row's extent

@@ -384,6 +384,11 @@ def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in
     return bands, matrix.detach().to(_dtype(precision)).t().contiguous(), n_out
 
 
+def _capturing(t: torch.Tensor) -> bool:
+    """Whether a CUDA graph is being captured on ``t``'s device's current stream."""
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
 # id(matrix) -> (weak reference, (version, data pointer, precision), (bands, weights)): the
 # sparse tables of user matrices (an nn module's filterbank buffer, passed on every call)
 _SPARSE: dict[int, tuple] = {}
@@ -402,8 +407,7 @@ def _sparse_tables(matrix: torch.Tensor, precision: str):
     once), so it is skipped for what may change every call or cannot wait: a matrix that
     needs a gradient (a learned bank), a view (a backward's transpose, new on every call),
     and calls made while a CUDA graph is being captured."""
-    if (matrix.requires_grad or matrix._base is not None
-            or torch.cuda.is_current_stream_capturing()):  # fmt: skip
+    if matrix.requires_grad or matrix._base is not None or _capturing(matrix):
         return None
     key = id(matrix)
     entry = _SPARSE.get(key)
