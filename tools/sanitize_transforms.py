@@ -14,6 +14,7 @@ have their own workload, tests/native_route_worker.py, which blocks torch:
 import torch
 
 import specux
+import specux.nn
 
 for dtype in (torch.float32, torch.float64, torch.float16):
     x = torch.randn(2, 3000, dtype=dtype, device="cuda")
@@ -31,7 +32,12 @@ for dtype in (torch.float32, torch.float64, torch.float16):
         specux.istft(S, n_fft=512, hop_length=128, length=3100)
         specux.mfcc(x, sr=16000, n_fft=512, hop_length=128, n_mels=40)
         specux.cqt(x, sr=16000, hop_length=256, n_bins=48, fmin=100.0)
+        # overlap-save (512-point blocks, a partial last frame); whole-length FFTs (long kernel)
         specux.fftconvolve(x, torch.randn(3, 1, 101, dtype=dtype, device="cuda"), mode="same")
+        specux.fftconvolve(x, torch.randn(2, 2900, dtype=dtype, device="cuda"))
+        # a module's filterbank buffer: the sparse tables built from a tensor
+        specux.nn.MelSpectrogram(sr=16000, n_fft=512, hop_length=128, n_mels=40).to(
+            device="cuda", dtype=dtype)(x)  # fmt: skip
         # backward chains: frame / overlap-add gathers (with the reflect fold), c2r, cqt adjoint
         xg = x.clone().requires_grad_(True)
         specux.stft(xg, n_fft=64, hop_length=16, pad_mode="reflect").abs().sum().backward()
