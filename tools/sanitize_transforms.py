@@ -32,7 +32,8 @@ for dtype in (torch.float32, torch.float64, torch.float16):
         specux.istft(S, n_fft=512, hop_length=128, length=3100)
         specux.mfcc(x, sr=16000, n_fft=512, hop_length=128, n_mels=40)
         specux.cqt(x, sr=16000, hop_length=256, n_bins=48, fmin=100.0)
-        # overlap-save (512-point blocks, a partial last frame); whole-length FFTs (long kernel)
+        # overlap-save (512-point blocks, a partial last frame); whole-length FFTs (an output
+        # that fits one block)
         specux.fftconvolve(x, torch.randn(3, 1, 101, dtype=dtype, device="cuda"), mode="same")
         specux.fftconvolve(x, torch.randn(2, 2900, dtype=dtype, device="cuda"))
         # a module's filterbank buffer: the sparse tables built from a tensor
