@@ -50,12 +50,18 @@ _REAL = {"float16", "bfloat16", "float32", "float64"}
 _COMPLEX = {"complex32", "complex64", "complex128", "chalf"}
 
 
+_TORCH_NAMES: dict = {}  # torch dtype -> its plain name
+
+
 def dtype_name(x: Any, library: str) -> str:
     """The dtype as a plain name: ``"float32"``, ``"complex64"``, ``"bfloat16"``, ..."""
     if library == TORCH:
-        from specux.compat.torch_compat import dtype_name as torch_dtype_name
+        name = _TORCH_NAMES.get(x.dtype)
+        if name is None:  # once per dtype (a function-level import costs ~1 us a call)
+            from specux.compat.torch_compat import dtype_name as torch_dtype_name
 
-        return torch_dtype_name(x.dtype)
+            name = _TORCH_NAMES[x.dtype] = torch_dtype_name(x.dtype)
+        return name
     if library == NATIVE:
         return x.dtype
     return np.dtype(x.dtype).name

@@ -54,9 +54,10 @@ def _describe(value: Any) -> str:
 
 def as_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     """An integer parameter (Python or numpy int, never bool or float), at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ParameterError(f"{name} must be an integer, got {_describe(value)}")
-    value = int(value)
+    if type(value) is not int:  # the common case skips the ABC checks (~1 us a parameter)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ParameterError(f"{name} must be an integer, got {_describe(value)}")
+        value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name}={value} is out of range: must be >= {minimum}")
     return value
@@ -69,9 +70,10 @@ def as_bool(name: str, value: Any) -> bool:
 
 
 def as_float(name: str, value: Any, *, positive: bool = False, finite: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ParameterError(f"{name} must be a real number, got {_describe(value)}")
-    value = float(value)
+    if type(value) is not float:  # as as_int: Python floats skip the ABC checks
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ParameterError(f"{name} must be a real number, got {_describe(value)}")
+        value = float(value)
     if finite and not math.isfinite(value):
         raise ValueError(f"{name}={value} is out of range: must be finite")
     if positive and not value > 0:
