@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from specux.compat.torch_compat import compiling
 from specux.meta import filters
 
 
@@ -133,6 +134,28 @@ def shape(spec: MatrixSpec) -> tuple[int, int]:
 # Validated specs: pure Python on scalars (no numpy), so they run inside traced code.
 
 
+def _memoized(builder):
+    """``builder`` (keyword arguments only) with eager calls cached by their arguments and
+    the arguments' types (a spec costs ~10-20 us of validation and key building, on every
+    transform call): traced calls and unhashable arguments run it uncached, so errors and
+    traced code are what they were."""
+    cached = functools.lru_cache(maxsize=256, typed=True)(builder)
+
+    @functools.wraps(builder)
+    def spec(**kwargs: Any) -> MatrixSpec:
+        if compiling():
+            return builder(**kwargs)
+        try:
+            return cached(**kwargs)
+        except TypeError:  # unhashable values (or a refused type: raised again, uncached)
+            return builder(**kwargs)
+
+    return spec
+
+
+@_memoized
+
+
 def mel_spec(*, sr, n_fft, n_mels, fmin, fmax, htk, norm) -> MatrixSpec:
     sr, n_fft, n_mels, fmin, fmax, htk, norm = filters.mel_params(
         sr, n_fft, n_mels, fmin, fmax, htk, norm
@@ -142,11 +165,13 @@ def mel_spec(*, sr, n_fft, n_mels, fmin, fmax, htk, norm) -> MatrixSpec:
     )
 
 
+@_memoized
 def linear_spec(*, sr, n_fft, n_filter, fmin, fmax) -> MatrixSpec:
     sr, n_fft, n_filter, fmin, fmax = filters.linear_params(sr, n_fft, n_filter, fmin, fmax)
     return MatrixSpec.of("linear", sr=sr, n_fft=n_fft, n_filter=n_filter, fmin=fmin, fmax=fmax)
 
 
+@_memoized
 def chroma_spec(*, sr, n_fft, n_chroma, tuning, ctroct=5.0, octwidth=2, norm=2, base_c=True):
     sr, n_fft, n_chroma, tuning, ctroct, octwidth, norm, base_c = filters.chroma_params(
         sr, n_fft, n_chroma, tuning, ctroct, octwidth, norm, base_c
@@ -157,6 +182,7 @@ def chroma_spec(*, sr, n_fft, n_chroma, tuning, ctroct=5.0, octwidth=2, norm=2, 
     )  # fmt: skip
 
 
+@_memoized
 def dct_spec(*, n_out, n_in, dct_type, norm, lifter, out_name="n_mfcc",
              bands_name="n_mels") -> MatrixSpec:  # fmt: skip
     """The first ``n_out`` (liftered) DCT rows over ``n_in`` bands; errors name the caller's
@@ -182,6 +208,7 @@ def dct_spec(*, n_out, n_in, dct_type, norm, lifter, out_name="n_mfcc",
     )  # fmt: skip
 
 
+@_memoized
 def cq_to_chroma_spec(*, n_input, bins_per_octave, n_chroma, fmin, base_c=True) -> MatrixSpec:
     from specux.meta.params import as_float, as_int
 
