@@ -154,8 +154,6 @@ def _memoized(builder):
 
 
 @_memoized
-
-
 def mel_spec(*, sr, n_fft, n_mels, fmin, fmax, htk, norm) -> MatrixSpec:
     sr, n_fft, n_mels, fmin, fmax, htk, norm = filters.mel_params(
         sr, n_fft, n_mels, fmin, fmax, htk, norm
