@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -193,10 +194,13 @@ def _private_pocketfft():
 _pocketfft = _private_pocketfft() if _scipy_fft is not None else None
 
 
+@functools.lru_cache(maxsize=64)
 def complex_dtype(real_dtype: np.dtype) -> np.dtype:
+    """The complex dtype of a real one (cached: every block of a CPU transform asks)."""
     return np.dtype(dtypes.complex_of(np.dtype(real_dtype).name))
 
 
+@functools.lru_cache(maxsize=64)
 def real_dtype(complex_dtype_: np.dtype) -> np.dtype:
     return np.dtype(dtypes.real_of(np.dtype(complex_dtype_).name))
 

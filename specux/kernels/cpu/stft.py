@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import threading
 from collections.abc import Callable
 
@@ -143,8 +144,8 @@ def scratch(name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """A per-thread reusable buffer (contents undefined): chunk temporaries are not reallocated
     on every chunk and stay in the calling thread's cache."""
     buffers = _scratch.__dict__
-    key = (name, np.dtype(dtype).str)
-    size = int(np.prod(shape))
+    key = (name, dtype)  # a numpy type or dtype: hashable as given
+    size = math.prod(shape)
     buf = buffers.get(key)
     if buf is None or buf.size < size:
         buf = buffers[key] = np.empty(max(size, 1), dtype=dtype)
