@@ -195,3 +195,19 @@ def test_a_rows_spectrum_does_not_depend_on_its_batch(provider, rng):
         part = np.empty((stop - start, 513), np.complex64)
         cpu_fft.forward_into(np.ascontiguousarray(x[start:stop]), part, "backward", True)
         assert np.array_equal(part, whole[start:stop]), (start, stop)
+
+
+def test_single_threaded_blas_limits_and_restores():
+    """The CPU kernels' GEMMs run with every BLAS library on one thread; the libraries'
+    thread counts are what they were afterwards (and inside nested uses)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from specux.kernels.cpu import stft
+
+    libraries = threadpoolctl.ThreadpoolController().select(user_api="blas").lib_controllers
+    before = [lib.get_num_threads() for lib in libraries]
+    with stft.single_threaded_blas():
+        assert all(lib.get_num_threads() == 1 for lib in libraries)
+        with stft.single_threaded_blas():
+            assert all(lib.get_num_threads() == 1 for lib in libraries)
+        assert all(lib.get_num_threads() == 1 for lib in libraries)
+    assert [lib.get_num_threads() for lib in libraries] == before

@@ -153,23 +153,42 @@ def scratch(name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 
 @functools.cache
-def _blas_controller():
+def _blas_libraries() -> tuple:
     # OpenBLAS threads spin after each call and steal the cores our chunk threads run on; with
     # threadpoolctl installed, BLAS runs single-threaded inside the chunks (each chunk's GEMM
-    # is small). Without it, results are the same, only slower.
+    # is small). Without it, results are the same, only slower. The BLAS libraries loaded at
+    # the first call are the ones limited (threadpoolctl's limit() would look them up again
+    # on every call: ~25 us, most of a small call's bookkeeping).
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:
-        return None
-    return ThreadpoolController()
+        return ()
+    return tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
+
+
+class _OneBlasThread:
+    """Sets every BLAS library to one thread on entry and restores what it changed on exit."""
+
+    __slots__ = ("_changed",)
+
+    def __enter__(self) -> None:
+        self._changed = []
+        for library in _blas_libraries():
+            threads = library.get_num_threads()
+            if threads != 1:
+                library.set_num_threads(1)
+                self._changed.append((library, threads))
+
+    def __exit__(self, *exc) -> None:
+        for library, threads in reversed(self._changed):
+            library.set_num_threads(threads)
 
 
 def single_threaded_blas():
     """A context in which BLAS calls run on the calling thread only (a no-op without
     threadpoolctl); specux's CPU kernels make only small GEMMs, which gain nothing from BLAS
     threads and whose spinning workers slow the chunk threads of the next call."""
-    controller = _blas_controller()
-    return controller.limit(limits=1, user_api="blas") if controller else contextlib.nullcontext()
+    return _OneBlasThread() if _blas_libraries() else contextlib.nullcontext()
 
 
 def _frame_regions(x: np.ndarray, p: StftParams, count: int) -> list[tuple[int, int, np.ndarray]]:
