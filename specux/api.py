@@ -166,9 +166,9 @@ def _nd_axes(call: _Call, x, s, dim, axes, default_last: int | None):
             count = default_last
         else:
             count = call.ndim
-        if count > call.ndim and s is not None:
-            raise ValueError(f"s={s} has more entries than x has dimensions ({call.ndim})")
         if count > call.ndim:
+            if s is not None:
+                raise ValueError(f"s={s} has more entries than x has dimensions ({call.ndim})")
             raise ValueError(
                 f"x has {call.ndim} dimension(s): this transform needs at least {count} (it "
                 f"transforms the last {count} unless dim= names others)"
