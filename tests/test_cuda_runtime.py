@@ -9,6 +9,7 @@ With a GPU (``pytest -m cuda``): launches on torch's streams, compared with torc
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib.metadata
 import os
 import subprocess
@@ -731,3 +732,8 @@ def test_sparse_bank_tables_are_cached_per_tensor_and_version(monkeypatch):
     assert transforms._sparse_tables(bank.clone().requires_grad_(), "float32") is None
     capturing[0] = True
     assert transforms._sparse_tables(bank.clone(), "float32") is None
+    capturing[0] = False
+    assert bank in transforms._SPARSE
+    del bank  # the entry goes with its tensor
+    gc.collect()
+    assert len([k for k in transforms._SPARSE.keys() if k.shape == (3, 10)]) == 0

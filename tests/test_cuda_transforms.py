@@ -499,18 +499,18 @@ def test_module_banks_run_by_their_sparse_tables():
     mel = specux.nn.MelSpectrogram(**kwargs).to(DEVICE)
     out = mel(x.to(DEVICE))
     assert_matches_cpu(out, ref, what="module mel")
-    entry = transforms._SPARSE[id(mel.fb)]
-    bands = entry[2][0].cpu().numpy()
-    assert entry[0]() is mel.fb and bands.shape == (40, 3) and bands[:, 1].max() < 257 // 4
-    assert torch.equal(mel(x.to(DEVICE)), out) and transforms._SPARSE[id(mel.fb)] is entry
+    entry = transforms._SPARSE[mel.fb]
+    bands = entry[1][0].cpu().numpy()
+    assert bands.shape == (40, 3) and bands[:, 1].max() < 257 // 4
+    assert torch.equal(mel(x.to(DEVICE)), out) and transforms._SPARSE[mel.fb] is entry
     with torch.no_grad():
         mel.fb.mul_(2.0)  # a new version: the tables are rebuilt (doubling is exact)
     assert torch.equal(mel(x.to(DEVICE)), 2 * out)
-    assert transforms._SPARSE[id(mel.fb)] is not entry
+    assert transforms._SPARSE[mel.fb] is not entry
     learned = specux.nn.MelSpectrogram(**kwargs).to(DEVICE)
     learned.fb = torch.nn.Parameter(learned.fb.clone())  # needs a gradient: dense tables
     dense = learned(x.to(DEVICE))
-    assert id(learned.fb) not in transforms._SPARSE
+    assert learned.fb not in transforms._SPARSE
     assert torch.equal(dense.detach(), out)
 
 

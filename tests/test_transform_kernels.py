@@ -130,6 +130,11 @@ def test_overlap_save_length():
     assert length(10**6, 8193, "float32") == 16384  # a tail of 8192: half the block
     assert length(10**6, 8194, "float32") == 0  # a tail of 8193 > half of 16384
     assert length(10**6, 1, "float32") == 0
+    operands = transform_exec.overlap_save_operands  # both CUDA routes' one decision
+    assert operands("float32", 160000, 4096) == (False, 16384)
+    assert operands("float64", 4096, 160000) == (True, 8192)  # the longer one is framed
+    assert operands("float16", 160000, 4096) == (False, 0)  # half storage: whole length
+    assert operands("complex64", 160000, 4096) == (False, 0)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -562,11 +562,9 @@ def fftconvolve(x: DeviceArray, y: DeviceArray) -> DeviceArray:
     of one compute dtype."""
     length = x.shape[-1] + y.shape[-1] - 1
     lead = tuple(np.broadcast_shapes(x.shape[:-1], y.shape[:-1]))
-    if x.dtype in ("float32", "float64"):  # as the torch route (cuda/transforms.py)
-        long, short = (x, y) if x.shape[-1] >= y.shape[-1] else (y, x)
-        block = transform_exec.overlap_save_length(length, short.shape[-1], x.dtype)
-        if block:
-            return _overlap_save(long, short, block, lead)
+    swap, block = transform_exec.overlap_save_operands(x.dtype, x.shape[-1], y.shape[-1])
+    if block:
+        return _overlap_save(*((y, x) if swap else (x, y)), block, lead)
     n = smooth_length(length)
     if x.dtype.startswith("complex"):
         fx = c2c(convert(x, x.dtype, (*x.shape[:-1], n)), [-1], True, "backward")

@@ -196,6 +196,17 @@ def overlap_save_length(length: int, short: int, precision: str) -> int:
     return block
 
 
+def overlap_save_operands(dtype: str, x_len: int, y_len: int) -> tuple[bool, int]:
+    """How both CUDA routes convolve rows of ``x_len`` and ``y_len`` samples of ``dtype``:
+    (swap, block) -- overlap-save with ``block``-point FFTs when ``block`` (real float32 /
+    float64 only), the longer operand framed (``swap``: that is y; convolution commutes) --
+    or block 0: whole-length FFTs of the operands in their order. One decision for both
+    routes, whose results must be bit-identical."""
+    if dtype not in ("float32", "float64"):
+        return False, 0
+    return y_len > x_len, overlap_save_length(x_len + y_len - 1, min(x_len, y_len), dtype)
+
+
 @functools.lru_cache(maxsize=64)
 def _overlap_save_phase(block: int, short: int) -> np.ndarray:
     """exp(2 pi i k (short - 1) / block) for the one-sided bins k: the kernel's spectrum times
@@ -437,16 +448,22 @@ def dense_bands(n_out: int, n_in: int) -> np.ndarray:
     return _band_table(np.zeros(n_out, np.int64), np.full(n_out, n_in, np.int64))
 
 
-@functools.lru_cache(maxsize=64)
-def sparse_bank(bank_spec: str, precision: str) -> tuple[np.ndarray, np.ndarray, int]:
-    """(bands, weights, columns) of a named matrix for the gather kernels: each row's nonzero
-    extent and its weights (:func:`bank_tables`), and the matrix's width."""
-    dense = matrices.matrix(MatrixSpec.from_key(bank_spec), np.dtype("float64"))
+def sparse_tables(dense: np.ndarray, precision: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """(bands, weights, columns) of a dense matrix for the gather kernels: each row's nonzero
+    extent and its weights in ``precision`` (:func:`bank_tables`), and the matrix's width."""
     sparse = filters.sparse_bank(dense)
     bands, weights = bank_tables(sparse.starts, sparse.stops, sparse.weights.astype(precision))
+    return bands, weights, sparse.n_bins
+
+
+@functools.lru_cache(maxsize=64)
+def sparse_bank(bank_spec: str, precision: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`sparse_tables` of a named matrix (built once per spec and precision)."""
+    dense = matrices.matrix(MatrixSpec.from_key(bank_spec), np.dtype("float64"))
+    bands, weights, width = sparse_tables(dense, precision)
     bands.flags.writeable = False
     weights.flags.writeable = False
-    return bands, weights, sparse.n_bins
+    return bands, weights, width
 
 
 def cqt_plan(spec: ConstantQSpec, precision: str, length: int, count: int):
@@ -495,5 +512,5 @@ __all__ = ["BankReduce", "bank", "bank_tables", "convert", "correlate", "correla
            "correlate_t", "correlate_t_option", "cqt_correlate", "cqt_correlate_t", "cqt_kernel",
            "cqt_plan", "dense_bands", "elementwise", "filterbank_of_spectrum", "filterbank_stft",
            "fold_table", "frame", "hop_major", "istft_overlap_add", "overlap_add", "overlap_save",
-           "overlap_save_length", "pad_sources",
-           "sparse_bank", "spectrum_value", "stft", "stft_fusable"]  # fmt: skip
+           "overlap_save_length", "overlap_save_operands", "pad_sources",
+           "sparse_bank", "sparse_tables", "spectrum_value", "stft", "stft_fusable"]  # fmt: skip

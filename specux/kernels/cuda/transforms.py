@@ -25,12 +25,11 @@ torch's current stream, buffers from torch's caching allocator.
 
 from __future__ import annotations
 
-import threading
-import weakref
-
 import numpy as np
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
+from specux.compat.torch_compat import dtype_name
 from specux.kernels import transform_exec
 from specux.kernels.cpu import stft as cpu_stft
 from specux.kernels.cuda import fft as cuda_fft
@@ -42,7 +41,7 @@ from specux.kernels.native import (
     named_istft_envelope,
 )
 from specux.kernels.plan import smooth_length
-from specux.meta import dtypes, filters, shapes
+from specux.meta import dtypes, shapes
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.params import StftParams, dual_norm
 from specux.meta.windows import centered_offset
@@ -389,11 +388,9 @@ def _capturing(t: torch.Tensor) -> bool:
     return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
-# id(matrix) -> (weak reference, (version, data pointer, precision), (bands, weights)): the
-# sparse tables of user matrices (an nn module's filterbank buffer, passed on every call)
-_SPARSE: dict[int, tuple] = {}
-_SPARSE_MAX = 64
-_SPARSE_LOCK = threading.Lock()
+# matrix -> ((version, data pointer, precision), (bands, weights)): the sparse tables of user
+# matrices (an nn module's filterbank buffer, passed on every call), dropped with the matrix
+_SPARSE = WeakIdKeyDictionary()
 
 
 def _sparse_tables(matrix: torch.Tensor, precision: str):
@@ -409,21 +406,15 @@ def _sparse_tables(matrix: torch.Tensor, precision: str):
     and calls made while a CUDA graph is being captured."""
     if matrix.requires_grad or matrix._base is not None or _capturing(matrix):
         return None
-    key = id(matrix)
-    entry = _SPARSE.get(key)
     state = (matrix._version, matrix.data_ptr(), precision)
-    if entry is not None and entry[0]() is matrix and entry[1] == state:
-        return entry[2]
+    entry = _SPARSE.get(matrix)
+    if entry is not None and entry[0] == state:
+        return entry[1]
     host = matrix.detach().to(device="cpu", dtype=torch.float64).numpy()
-    sparse = filters.sparse_bank(host)
-    bands, weights = transform_exec.bank_tables(sparse.starts, sparse.stops,
-                                                sparse.weights.astype(precision))  # fmt: skip
+    bands, weights, _ = transform_exec.sparse_tables(host, precision)
     tables = (torch.from_numpy(bands).to(matrix.device),
               torch.from_numpy(weights).to(matrix.device))  # fmt: skip
-    with _SPARSE_LOCK:
-        if len(_SPARSE) >= _SPARSE_MAX:
-            _SPARSE.clear()
-        _SPARSE[key] = (weakref.ref(matrix), state, tables)
+    _SPARSE[matrix] = (state, tables)
     return tables
 
 
@@ -435,11 +426,10 @@ def fftconvolve(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Full linear convolution along the last axis (leading axes broadcast)."""
     length = x.shape[-1] + y.shape[-1] - 1
     dtype = torch.promote_types(x.dtype, y.dtype)
-    if dtype in (torch.float32, torch.float64):
-        long, short = (x, y) if x.shape[-1] >= y.shape[-1] else (y, x)  # it commutes
-        block = transform_exec.overlap_save_length(length, short.shape[-1], _STORAGE[dtype][1])
-        if block:
-            return _overlap_save(long.to(dtype), short.to(dtype), block)
+    swap, block = transform_exec.overlap_save_operands(dtype_name(dtype), x.shape[-1],
+                                                       y.shape[-1])  # fmt: skip
+    if block:
+        return _overlap_save(*((y, x) if swap else (x, y)), block, dtype)
     n = smooth_length(length)
     if dtype.is_complex:
         fx = cuda_fft.c2c(torch.nn.functional.pad(x.to(dtype), (0, n - x.shape[-1])), [-1],
@@ -456,9 +446,11 @@ def fftconvolve(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return out[..., :length].contiguous()
 
 
-def _overlap_save(x: torch.Tensor, y: torch.Tensor, block: int) -> torch.Tensor:
-    """The full convolution of real ``x`` with the shorter real ``y`` (one dtype) by
+def _overlap_save(x: torch.Tensor, y: torch.Tensor, block: int,
+                  dtype: torch.dtype) -> torch.Tensor:  # fmt: skip
+    """The full convolution of real ``x`` with the shorter real ``y`` in ``dtype`` by
     transform_exec.overlap_save with ``block``-point FFTs."""
+    x, y = x.to(dtype), y.to(dtype)
     short = y.shape[-1]
     batch = torch.broadcast_shapes(x.shape[:-1], y.shape[:-1])
     out = torch.empty((*batch, x.shape[-1] + short - 1), dtype=x.dtype, device=x.device)
