@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from tolerances import TOLERANCES, float32_bound, rel_l2
 
-from specux.kernels import plan
+from specux.kernels import fft_exec, plan, transform_exec
 from specux.kernels.codegen.butterfly import unit_root
+from specux.meta import filters
 
 emulate = pytest.importorskip("specux.kernels.emulate")
 if emulate.compiler() is None:
@@ -82,6 +83,85 @@ def test_paired_real_loads_equal_the_scalar_loads(dtype, rng):
         assert rel_l2(aligned, ref) <= TOLERANCES["float64"]
     else:
         assert rel_l2(aligned, ref) <= float32_bound(rel_l2(np.fft.rfft(x), ref))
+
+
+def _without_register_untangle(monkeypatch):
+    """Render r2c kernels with the untangling through shared memory (the exchange path)."""
+    from specux.kernels.codegen import block
+    from specux.kernels.codegen.dialects import CPP
+
+    spec = plan.block(512, -1, "float32", plan.LoadSpec(mode="real"),
+                      plan.StoreSpec(mode="half"), pack="r2c")  # fmt: skip
+    assert "untangled in registers" in block.render_block(spec, CPP)
+    monkeypatch.setattr(block, "untangle_slots", lambda spec: 0)
+    assert "untangled in registers" not in block.render_block(spec, CPP)
+    emulate.entry.cache_clear()
+    emulate._entry_for_key.cache_clear()
+
+
+def test_r2c_last_stages_untangle_in_registers():
+    """Which packed real transforms untangle in their last stage's registers: those whose
+    last stage has a butterfly pair for every thread (codegen.block.untangle_slots)."""
+    from specux.kernels.codegen.block import untangle_slots
+
+    def slots(n):  # n: the complex length of the packed transform
+        spec = plan.block(n, -1, "float32", plan.LoadSpec(mode="real"),
+                          plan.StoreSpec(mode="half"), pack="r2c")  # fmt: skip
+        return untangle_slots(spec), spec.threads
+
+    assert slots(512) == (128, 32)  # (16, 16, 2): 256 butterflies, pairs (k, 256 - k)
+    assert slots(500) == (50, 50)  # (10, 10, 5)
+    assert slots(1) == (1, 1) and slots(15) == (1, 1)  # one stage: butterfly 0 alone
+    assert slots(256)[0] == 0 and slots(1000)[0] == 0  # (16, 16), (10, 10, 10): exchange
+    c2c = plan.block(512, -1, "float32", plan.LoadSpec(), plan.StoreSpec())
+    assert untangle_slots(c2c) == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_register_untangle_gives_the_exchange_paths_bits(dtype, rng, monkeypatch):
+    """The r2c kernels that untangle in the last stage's registers compute every bin from
+    the same two values by the same arithmetic as the exchange through shared memory: the
+    same bits, for plain rows (real lengths: one stage, odd and even last-stage counts,
+    radix 2, 5 and 8 last stages) and for the fused filterbank stft (frames, window, dB)."""
+    lengths = [2, 10, 30, 40, 64, 90, 400, 1000, 1024]
+    rows = {n: rng.standard_normal((3, n)).astype(dtype) for n in lengths}
+    x = rng.standard_normal((2, 700)).astype(dtype)
+    precision = np.dtype(dtype).name
+    mel = filters.mel(sr=8000, n_fft=128, n_mels=12)
+    sparse = filters.sparse_bank(mel)
+    bands, weights = transform_exec.bank_tables(sparse.starts, sparse.stops,
+                                                sparse.weights.astype(dtype))  # fmt: skip
+    window = np.hanning(129)[:-1].astype(dtype)
+    lanes = fft_exec.stft_reduce_lanes(128, precision)
+    codes, ordered = transform_exec.schedule_tables(bands, weights, lanes)
+
+    def run():
+        out = {n: emulate.fft_1d(rows[n], "r2c", n) for n in lengths}
+        spec = np.zeros((2, 1 + 700 // 32, 12), dtype=dtype)
+        transform_exec.stft(emulate.HostBackend(), x, spec, window, signals=2, sig_len=700,
+                            n_fft=128, hop=32, pad=64, mode="reflect", onesided=True,
+                            value="power", eps=1e-10, scale=1.0, precision=precision,
+                            src_storage=precision, dst_storage=precision,
+                            bank=transform_exec.BankReduce(12, 2.0, 10.0), bands=codes,
+                            weights=ordered)  # fmt: skip
+        return out, spec
+
+    registers, bank_registers = run()
+    _without_register_untangle(monkeypatch)
+    try:
+        exchange, bank_exchange = run()
+    finally:
+        monkeypatch.undo()
+        emulate.entry.cache_clear()
+        emulate._entry_for_key.cache_clear()
+    for n in lengths:
+        np.testing.assert_array_equal(registers[n], exchange[n], err_msg=str(n))
+        ref = np.fft.rfft(rows[n].astype(np.float64))
+        bound = (TOLERANCES["float64"] if dtype == np.float64
+                 else float32_bound(rel_l2(np.fft.rfft(rows[n]), ref)))  # fmt: skip
+        assert rel_l2(registers[n], ref) <= bound, n
+    np.testing.assert_array_equal(bank_registers, bank_exchange)
+    assert np.isfinite(bank_registers).all() and bank_registers.std() > 1.0
 
 
 @pytest.mark.parametrize("n", [5000, 8192, 4097])

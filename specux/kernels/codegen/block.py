@@ -53,9 +53,10 @@ BLOCK_PARAMS = (
     ("const void*", "pad_table"),
     ("const void*", "window"),
     ("double", "eps"),  # the dB floor of StoreSpec.value "db" and of reduce "bank_db"
-    # StoreSpec.reduce: int32 (first bin, bins, weight offset) per band, the weights, the
-    # band count, the dB factor, the exponent of StoreSpec.value "pow" (StoreSpec.value
-    # "cotangent": its real factors in ``weights``, its exponent in ``exponent``)
+    # StoreSpec.reduce: its schedule (int32, transform_exec.bank_schedule) and the entries'
+    # weights, the band count, the dB factor, the exponent of StoreSpec.value "pow"
+    # (StoreSpec.value "cotangent": its real factors in ``weights``, its exponent in
+    # ``exponent``)
     ("const void*", "bands"),
     ("const void*", "weights"),
     ("long long", "n_bands"),
@@ -317,8 +318,129 @@ def _final_store(spec: BlockSpec, j: str, value: str, p: str = "") -> list[str]:
     return [f"store(out_base{p}, {g}, {value});"]
 
 
+def _butterfly(spec: BlockSpec, index: int, stride: int, tag: str) -> tuple[Code, list[str]]:
+    """Statements computing butterfly ``i`` (an int in scope) of stage ``index`` from its
+    inputs (global memory for the first stage, unless staged; else the slot's shared
+    values) with the stage's twiddles; returns them and the names of its outputs."""
+    radix = (spec.radices or (1,))[index]
+    quarter = spec.n // radix
+    offset = spec.stage_offsets[index]
+    code = Code(tag)
+    inputs = [f"u{q}" for q in range(radix)]
+    j = [f"i + {q * quarter}" for q in range(radix)]
+    direct = index == 0 and not spec.load_staged
+    if direct and _paired(spec):
+        code.append(f"cpx {', '.join(inputs)};")
+        code.append("if (pair) {")
+        code += [f"    u{q} = {_global_load(spec, j[q], paired=True)};" for q in range(radix)]
+        code.append("} else {")
+        code += [f"    u{q} = live ? {_global_load(spec, j[q])} : cpx{{0, 0}};"
+                 for q in range(radix)]  # fmt: skip
+        code.append("}")
+    elif direct:
+        code += [f"cpx u{q} = live ? {_global_load(spec, j[q])} : cpx{{0, 0}};"
+                 for q in range(radix)]  # fmt: skip
+    else:
+        code += [f"cpx u{q} = my[skew({j[q]})];" for q in range(radix)]
+    if stride > 1:  # the stage's own roots (BlockSpec.twiddle_index)
+        code.append(f"const int k = i % {stride};")
+        for q in range(1, radix):
+            code.append(f"u{q} = cmul(u{q}, tw(k + {offset + (q - 1) * stride}));")
+    return code, small_dft(inputs, spec.sign, code)
+
+
+def untangle_slots(spec: BlockSpec) -> int:
+    """How many butterfly pairs the last stage of an r2c kernel has when it untangles in
+    registers (:func:`_untangled_last_stage`), or 0 when it does not: packed real
+    transforms (``pack`` r2c) whose last stage has at least one pair per thread. With fewer
+    (the last radix as wide as the first: 256 = 16 x 16), half the threads would idle in
+    the last stage, and the kernel keeps the exchange through shared memory."""
+    if spec.pack != "r2c" or spec.store_staged:
+        return 0
+    s = spec.n // (spec.radices or (1,))[-1]  # the last stage's butterflies
+    slots = s // 2 if s % 2 == 0 else (s + 1) // 2
+    return slots if slots >= spec.threads else 0
+
+
+def _untangle(spec: BlockSpec, k: str, za: str, zb: str) -> list[str]:
+    """Bin ``k`` of the 2n-point half spectrum from ``za`` = Z[k mod n] and ``zb`` =
+    Z[(n - k) mod n] of the n-point transform Z of the packed samples, stored:
+    X[k] = (Z[k] + conj Z[n-k]) / 2 - i W^k (Z[k] - conj Z[n-k]) / 2, W = exp(-2 pi i / 2n)."""
+    return [
+        "{",
+        f"    const int bin = {k};",
+        f"    const cpx za = {za}, zb = {zb};",
+        "    const cpx zc = {zb.re, -zb.im};",
+        "    const cpx e = {(real_t)0.5 * (za.re + zc.re), (real_t)0.5 * (za.im + zc.im)};",
+        "    const cpx d = {(real_t)0.5 * (za.re - zc.re), (real_t)0.5 * (za.im - zc.im)};",
+        "    const cpx wd = cmul(tw(bin), d);",
+        "    const cpx x = {e.re + wd.im, e.im - wd.re};",
+        *[f"    if (live) {stmt}" for stmt in _final_store(spec, "bin", "x")],
+        "}",
+    ]
+
+
+def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]:
+    """The last stage of an r2c kernel with the untangling done in registers: slot p holds
+    butterflies A = p and B = s - p (s: the stage's butterfly count; slot 0 holds 0 and
+    s / 2), whose outputs A + q s and B + (r - 1 - q) s are each other's mirrors n - j, so
+    every bin is computed from values the thread holds: no write of the transform back to
+    shared memory, no barrier, no second read (the exchange path reads two values a bin).
+    The arithmetic is the exchange path's, so the bits are the same."""
+    n, threads = spec.n, spec.threads
+    radix = (spec.radices or (1,))[index]
+    s = n // radix
+    slots = untangle_slots(spec)
+    reps = -(-slots // threads)
+    a = [f"a{q}" for q in range(radix)]
+    b = [f"b{q}" for q in range(radix)]
+    lines = [f"    {{  // stage {index}: radix {radix}, stride {stride}, untangled in registers"]
+    for m in range(reps):
+        cond = "" if slots % threads == 0 or m < reps - 1 else f"if (t + {m * threads} < {slots}) "
+        lines.append(f"    {cond}{{")
+        lines.append(f"        const int p = t + {m * threads};")
+        lines.append(f"        cpx {', '.join(a + b)};")
+        for name, index_expr, names in (("A", "p", a), ("B", None, b)):
+            if index_expr is None:
+                if s % 2:  # slot 0 holds butterfly 0 only
+                    lines.append("        if (p != 0) {")
+                    index_expr = f"{s} - p"
+                else:
+                    index_expr = f"p == 0 ? {s // 2} : {s} - p"
+                    lines.append("        {")
+            else:
+                lines.append("        {")
+            lines.append(f"            const int i = {index_expr};  // butterfly {name}")
+            code, outputs = _butterfly(spec, index, stride, f"_{m}{name}")
+            code += [f"{names[q]} = {outputs[q]};" for q in range(radix)]
+            lines += [f"            {line}" for line in code]
+            lines.append("        }")
+        body_pair = []  # p >= 1: A + q s mirrors B + (r - 1 - q) s
+        for q in range(radix):
+            body_pair += _untangle(spec, f"p + {q * s}", a[q], b[radix - 1 - q])
+            body_pair += _untangle(spec, f"{s} - p + {q * s}", b[q], a[radix - 1 - q])
+        if m == 0:  # only thread 0's first slot is slot 0
+            body_zero = []  # A = 0: q s mirrors (r - q) s; B = s / 2: mirrors within B
+            for q in range(radix):
+                body_zero += _untangle(spec, f"{q * s}", a[q], a[(radix - q) % radix])
+            body_zero += _untangle(spec, f"{n}", a[0], a[0])  # the Nyquist bin
+            if s % 2 == 0:
+                for q in range(radix):
+                    body_zero += _untangle(spec, f"{s // 2 + q * s}", b[q], b[radix - 1 - q])
+            lines.append("        if (p == 0) {")
+            lines += [f"            {line}" for line in body_zero]
+            lines.append("        } else {")
+            lines += [f"            {line}" for line in body_pair]
+            lines.append("        }")
+        else:
+            lines += [f"        {line}" for line in body_pair]
+        lines.append("    }")
+    lines.append("    }")
+    return lines
+
+
 def _stages(spec: BlockSpec, barrier: str) -> list[str]:
-    n, threads, sign = spec.n, spec.threads, spec.sign
+    n, threads = spec.n, spec.threads
     radices = spec.radices or (1,)
     direct_load = not spec.load_staged
     direct_store = not spec.store_staged and spec.pack != "r2c"
@@ -326,10 +448,11 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
     stride = 1
     for index, radix in enumerate(radices):
         first, last = index == 0, index == len(radices) - 1
+        if last and untangle_slots(spec):
+            return lines + _untangled_last_stage(spec, index, stride)
         quarter = n // radix
         reps = -(-quarter // threads)
         exact = quarter % threads == 0
-        offset = spec.stage_offsets[index]
         lines.append(f"    {{  // stage {index}: radix {radix}, stride {stride}")
         for m in range(reps):
             names = [f"v{m}_{q}" for q in range(radix)]
@@ -337,28 +460,7 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
             cond = "" if exact else f"if (t + {m * threads} < {quarter}) "
             lines.append(f"    {cond}{{")
             lines.append(f"        const int i = t + {m * threads};")
-            code = Code(f"_{m}")
-            inputs = [f"u{q}" for q in range(radix)]
-            j = [f"i + {q * quarter}" for q in range(radix)]
-            if first and direct_load and _paired(spec):
-                code.append(f"cpx {', '.join(inputs)};")
-                code.append("if (pair) {")
-                code += [f"    u{q} = {_global_load(spec, j[q], paired=True)};"
-                         for q in range(radix)]  # fmt: skip
-                code.append("} else {")
-                code += [f"    u{q} = live ? {_global_load(spec, j[q])} : cpx{{0, 0}};"
-                         for q in range(radix)]  # fmt: skip
-                code.append("}")
-            elif first and direct_load:
-                code += [f"cpx u{q} = live ? {_global_load(spec, j[q])} : cpx{{0, 0}};"
-                         for q in range(radix)]  # fmt: skip
-            else:
-                code += [f"cpx u{q} = my[skew({j[q]})];" for q in range(radix)]
-            if stride > 1:  # the stage's own roots (BlockSpec.twiddle_index)
-                code.append(f"const int k = i % {stride};")
-                for q in range(1, radix):
-                    code.append(f"u{q} = cmul(u{q}, tw(k + {offset + (q - 1) * stride}));")
-            outputs = small_dft(inputs, sign, code)
+            code, outputs = _butterfly(spec, index, stride, f"_{m}")
             code += [f"{names[q]} = {outputs[q]};" for q in range(radix)]
             lines += [f"        {line}" for line in code]
             lines.append("    }")
@@ -391,24 +493,64 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
     return lines
 
 
+# The filterbank reduce's schedule (transform_exec.bank_schedule): an int32 code per entry,
+# the bin in its low SCHEDULE_BIN_BITS bits and above them the target: a band (< n_bands),
+# or a partial-sum slot (n_bands + slot).
+SCHEDULE_BIN_BITS = 14
+
+
 def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
-    """The filterbank epilogue: band m of the slot's transform from its values in ``pw``."""
+    """The filterbank epilogue: the slot's ``threads`` threads sum the nonzero weights times
+    the values in ``pw`` by a precomputed schedule (``bands``: int32 entries a thread, the
+    list length, the entries' codes entry-major, then the list; ``weights``: each entry's
+    weight), so every thread sums about the same number of terms whatever the bands' widths
+    (a thread a band waits for the widest). A band inside one thread's entries is summed
+    there in bin order and stored; a band that runs across threads leaves each thread's sum
+    in a slot (the transform's shared values, free now), and after a barrier the list sums
+    each such band's slots in order (and stores the empty bands' zeros)."""
     out_t = _storage_type(spec.store.storage, "real")
-    lines = [
+    threads = spec.threads
+    mask = (1 << SCHEDULE_BIN_BITS) - 1
+    db = spec.store.reduce == "bank_db"
+    finish = "(real_t)factor * log10(acc > (real_t)eps ? acc : (real_t)eps)" if db else "acc"
+    return [
         f"    {barrier}  // every value of the slot is in shared memory",
-        f"    if (live) for (int m = t; m < n_bands; m += {spec.threads}) {{",
-        "        const int* band = (const int*)bands + 3 * m;  // first bin, bins, column",
-        "        const real_t* weight = (const real_t*)weights + band[2];  // bin-major",
-        "        const real_t* values = pw + out_base + band[0];",
+        "    const int* const sched = (const int*)bands;",
+        "    const int entries = sched[0], n_list = sched[1];",
+        "    real_t* const part = (real_t*)my;  // partial sums of bands across threads",
+        f"    {out_t}* const red_out = ({out_t}*)out_ptr + red_base;",
+        "    auto emit = [&](int m, real_t acc) {",
+        f"        if (live) put(&red_out[m], {finish});",
+        "    };",
+        "    auto flush = [&](int target, real_t acc) {  // a band's sum, or a slot's part",
+        "        if (target < n_bands) emit(target, acc); else part[target - n_bands] = acc;",
+        "    };",
+        "    if (entries > 0) {",
+        "        const int* code = sched + 2 + t;",
+        "        const real_t* weight = (const real_t*)weights + t;",
+        "        const real_t* const values = pw + out_base;",
         "        real_t acc = (real_t)0;",
-        "        for (int k = 0; k < band[1]; ++k) acc += weight[k * n_bands] * values[k];",
+        f"        int target = code[0] >> {SCHEDULE_BIN_BITS};",
+        f"        for (int e = 0; e < entries; ++e, code += {threads}, weight += {threads}) {{",
+        "            const int c = *code;",
+        f"            const int next = c >> {SCHEDULE_BIN_BITS};",
+        "            if (next != target) {",
+        "                flush(target, acc);",
+        "                acc = (real_t)0;",
+        "                target = next;",
+        "            }",
+        f"            acc += *weight * values[c & {mask}];",
+        "        }",
+        "        flush(target, acc);",
+        "    }",
+        f"    {barrier}  // every partial sum is in its slot",
+        f"    for (int j = t; j < n_list; j += {threads}) {{",
+        f"        const int* item = sched + 2 + entries * {threads} + 3 * j;  // band, slot, slots",
+        "        real_t acc = (real_t)0;",
+        "        for (int i = 0; i < item[2]; ++i) acc += part[item[1] + i];",
+        "        emit(item[0], acc);",
+        "    }",
     ]
-    if spec.store.reduce == "bank_db":
-        lines.append(
-            "        acc = (real_t)factor * log10(acc > (real_t)eps ? acc : (real_t)eps);"
-        )
-    lines += [f"        put(&(({out_t}*)out_ptr)[red_base + m], acc);", "    }"]
-    return lines
 
 
 def render_block(spec: BlockSpec, dialect: Dialect) -> str:
@@ -485,22 +627,14 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body += [f"            {stmt}" for stmt in _final_store(spec, "j", "v", "2")]
         body.append("        }")
         body.append("    }")
-    if spec.pack == "r2c":
-        # X[k] = (Z[k] + conj Z[h-k]) / 2 - i W^k (Z[k] - conj Z[h-k]) / 2, k = 0 .. h
+    if spec.pack == "r2c" and not untangle_slots(spec):
+        # bins k = 0 .. n from the transform in shared memory (Z[n] is Z[0])
         reps = -(-(n + 1) // threads)
         body.append(f"    for (int r = 0; r < {reps}; ++r) {{")
         body.append(f"        const int k = t + r * {threads};")
         body.append(f"        if (!live || k > {n}) continue;")
         body.append(f"        const int ka = k == {n} ? 0 : k, kc = k == 0 ? 0 : {n} - k;")
-        body.append("        const cpx za = my[skew(ka)], zb = my[skew(kc)];")
-        body.append("        const cpx zc = {zb.re, -zb.im};")
-        body.append("        const cpx e = {(real_t)0.5 * (za.re + zc.re), "
-                    "(real_t)0.5 * (za.im + zc.im)};")  # fmt: skip
-        body.append("        const cpx d = {(real_t)0.5 * (za.re - zc.re), "
-                    "(real_t)0.5 * (za.im - zc.im)};")  # fmt: skip
-        body.append("        const cpx wd = cmul(tw(k), d);")
-        body.append("        const cpx x = {e.re + wd.im, e.im - wd.re};")
-        body += [f"        {stmt}" for stmt in _final_store(spec, "k", "x")]
+        body += [f"        {line}" for line in _untangle(spec, "k", "my[skew(ka)]", "my[skew(kc)]")]
         body.append("    }")
     if spec.store.reduce:
         body += _reduce(spec, barrier)
