@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from tolerances import TOLERANCES, float32_bound, rel_l2
 
-from specux.kernels import fft_exec, plan, transform_exec
+from specux.kernels import plan, transform_exec
 from specux.kernels.codegen.butterfly import unit_root
 from specux.meta import filters
 
@@ -132,8 +132,6 @@ def test_register_untangle_gives_the_exchange_paths_bits(dtype, rng, monkeypatch
     bands, weights = transform_exec.bank_tables(sparse.starts, sparse.stops,
                                                 sparse.weights.astype(dtype))  # fmt: skip
     window = np.hanning(129)[:-1].astype(dtype)
-    lanes = fft_exec.stft_reduce_lanes(128, precision)
-    codes, ordered = transform_exec.schedule_tables(bands, weights, lanes)
 
     def run():
         out = {n: emulate.fft_1d(rows[n], "r2c", n) for n in lengths}
@@ -142,8 +140,8 @@ def test_register_untangle_gives_the_exchange_paths_bits(dtype, rng, monkeypatch
                             n_fft=128, hop=32, pad=64, mode="reflect", onesided=True,
                             value="power", eps=1e-10, scale=1.0, precision=precision,
                             src_storage=precision, dst_storage=precision,
-                            bank=transform_exec.BankReduce(12, 2.0, 10.0), bands=codes,
-                            weights=ordered)  # fmt: skip
+                            bank=transform_exec.BankReduce(12, 2.0, 10.0), bands=bands,
+                            weights=weights)  # fmt: skip
         return out, spec
 
     registers, bank_registers = run()

@@ -711,11 +711,9 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
 
 def test_sparse_bank_tables_are_cached_per_tensor_and_version(monkeypatch):
     """The CUDA kernels' sparse tables of a user bank tensor (specux.nn's fb buffers), here
-    built for CPU tensors: cached by identity, version and data pointer, with the fused
-    reduce's schedules per lane count; none for a tensor that needs a gradient, a view, or
-    during CUDA graph capture."""
+    built for CPU tensors: cached by identity, version and data pointer; none for a tensor
+    that needs a gradient, a view, or during CUDA graph capture."""
     torch = pytest.importorskip("torch")
-    from specux.kernels import transform_exec
     from specux.kernels.cuda import transforms
 
     capturing = [False]
@@ -723,25 +721,19 @@ def test_sparse_bank_tables_are_cached_per_tensor_and_version(monkeypatch):
     bank = torch.zeros(3, 10)
     bank[0, 1:3], bank[1, 4:8], bank[2, 9] = 1.0, 2.0, 3.0
     bank[1, 5] = 0.0  # an interior zero stays inside the row's extent
-    sparse = transforms._sparse_bank(bank, "float32")
-    bands, weights = sparse.tables()
+    bands, weights = transforms._sparse_tables(bank, "float32")
     assert bands.tolist() == [[1, 2, 0], [4, 4, 1], [9, 1, 2]]
     # bin-major: band m's k-th weight at k * bands + m, rows padded to the widest (4)
     assert weights.reshape(4, 3).T.tolist() == [[1, 1, 0, 0], [2, 0, 2, 2], [3, 0, 0, 0]]
-    codes, ordered = sparse.schedule(2)
-    want = transform_exec.schedule_tables(bands.numpy(), weights.numpy(), 2)
-    assert codes.tolist() == want[0].tolist() and ordered.tolist() == want[1].tolist()
-    assert sparse.schedule(2)[0] is codes  # kept per lane count
-    assert transforms._sparse_bank(bank, "float32") is sparse  # cached
-    assert sparse.tables()[0] is bands
+    assert transforms._sparse_tables(bank, "float32")[0] is bands  # cached
     bank.mul_(2.0)  # a new version: rebuilt
-    assert transforms._sparse_bank(bank, "float32").tables()[1].max().item() == 6.0
-    assert transforms._sparse_bank(bank.t().t(), "float32") is None  # a view
-    assert transforms._sparse_bank(bank.clone().requires_grad_(), "float32") is None
+    assert transforms._sparse_tables(bank, "float32")[1].max().item() == 6.0
+    assert transforms._sparse_tables(bank.t().t(), "float32") is None  # a view
+    assert transforms._sparse_tables(bank.clone().requires_grad_(), "float32") is None
     capturing[0] = True
-    assert transforms._sparse_bank(bank.clone(), "float32") is None
+    assert transforms._sparse_tables(bank.clone(), "float32") is None
     capturing[0] = False
     assert bank in transforms._SPARSE
-    del bank, sparse  # the entry goes with its tensor
+    del bank  # the entry goes with its tensor
     gc.collect()
     assert len([k for k in transforms._SPARSE.keys() if k.shape == (3, 10)]) == 0

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from tolerances import TOLERANCES
 
-from specux.kernels import fft_exec, transform_exec
+from specux.kernels import transform_exec
 from specux.kernels.cpu import features as cpu_features
 from specux.kernels.cpu import frames as cpu_frames
 from specux.kernels.cpu import stft as cpu_stft
@@ -26,14 +26,6 @@ def _params(n_fft, hop, center, mode, onesided=True, normalized=False, win_lengt
     return StftParams(n_fft=n_fft, hop_length=hop, win_length=win_length or n_fft,
                       window=WindowSpec.from_key("hann"), center=center, pad_mode=mode,
                       normalized=normalized, onesided=onesided)  # fmt: skip
-
-
-def _schedule(bands, weights, n_fft: int, precision: str) -> dict:
-    """The fused filterbank reduce's tables (transform_exec.stft's ``bands`` and ``weights``)
-    of a bank's sparse tables, for the lanes of the ``n_fft``-point kernel."""
-    lanes = fft_exec.stft_reduce_lanes(n_fft, precision)
-    codes, ordered = transform_exec.schedule_tables(bands, weights, lanes)
-    return dict(bands=codes, weights=ordered)
 
 
 def _peak_error(got, ref) -> float:
@@ -300,7 +292,7 @@ def test_emulated_sparse_bank(power, db, rng):
                             onesided=True, value="power", eps=1e-10, scale=1.0,
                             precision="float64", src_storage="float64", dst_storage="float64",
                             bank=transform_exec.BankReduce(10, power, 20.0 / power if db else None),
-                            **_schedule(bands, weights, n_fft, "float64"))  # fmt: skip
+                            bands=bands, weights=weights)  # fmt: skip
     for n_fft, values in [(64, out), *fused.items()]:
         q = _params(n_fft, 16, True, "constant")
         bank = filters.mel(sr=8000, n_fft=n_fft, n_mels=10)
@@ -311,70 +303,6 @@ def test_emulated_sparse_bank(power, db, rng):
             assert np.max(np.abs(got - ref)) <= TOLERANCES["db_abs64"], n_fft
         else:
             assert _peak_error(got, ref) <= TOLERANCES["float64"], n_fft
-
-
-def test_bank_schedule_splits_the_terms_evenly():
-    """transform_exec.bank_schedule: 7 terms over 2 threads, 4 each (the last one padding);
-    band 1 crosses the threads, so each thread's part of it goes to a slot and the list sums
-    the two slots."""
-    bands = np.array([[1, 2, 0], [4, 4, 1], [9, 1, 2]], dtype=np.int32)
-    codes, order = transform_exec.bank_schedule(bands, 12, 2)
-    shift = 1 << 14  # codegen.block.SCHEDULE_BIN_BITS
-
-    def code(bin_, target):
-        return bin_ + target * shift
-
-    assert codes[:2].tolist() == [4, 1]  # terms a thread, list length
-    entries = codes[2:10].reshape(4, 2)  # entry-major: row e, column thread
-    assert entries[:, 0].tolist() == [code(1, 0), code(2, 0), code(4, 3), code(5, 3)]
-    assert entries[:, 1].tolist() == [code(6, 4), code(7, 4), code(9, 2), code(0, 5)]
-    assert codes[10:].tolist() == [1, 0, 2]  # band 1: slots 0 and 1
-    # bin-major weights: band m's k-th at k * 3 + m; 12 = the padding's zero
-    assert order.reshape(4, 2).T.tolist() == [[0, 3, 1, 4], [7, 10, 2, 12]]
-    # no terms: nothing a thread, and every band listed (stored as zero)
-    empty = transform_exec.bank_schedule(np.array([[0, 0, 0], [3, 0, 1]]), 0, 4)[0]
-    assert empty.tolist() == [0, 2, 0, 0, 0, 1, 0, 0]
-
-
-@pytest.mark.parametrize("kind", ["mixed", "dense", "empty"])
-def test_emulated_fused_bank_by_its_schedule(kind, rng):
-    """The fused filterbank stft (128 points: 4 threads a frame) sums a bank's terms by the
-    schedule: rows of every width, empty rows and a full one (rows split across threads),
-    a dense bank, and a bank of zeros, in power and dB, against the CPU backend."""
-    p = _params(128, 32, True, "reflect")
-    x = rng.standard_normal((3, 500))
-    if kind == "mixed":
-        bank = np.zeros((23, 65))
-        for m in range(20):
-            start = int(rng.integers(0, 60))
-            bank[m, start:start + 1 + 3 * m] = rng.random(min(1 + 3 * m, 65 - start)) + 0.1
-        bank[21] = 1.0  # rows 20 and 22 stay empty
-    elif kind == "dense":
-        bank = rng.random((7, 65))
-    else:
-        bank = np.zeros((5, 65))
-    sparse = filters.sparse_bank(bank)
-    bands, weights = transform_exec.bank_tables(sparse.starts, sparse.stops, sparse.weights)
-    tables = _schedule(bands, weights, 128, "float64")
-    if kind != "empty":
-        assert tables["bands"][1] > 0  # some row crosses threads
-    count = 1 + 500 // 32
-    for db in (None, 10.0):
-        out = np.zeros((3, count, len(bank)))
-        transform_exec.stft(emulate.HostBackend(), x, out,
-                            np.array(cpu_stft.full_window(p, None, np.float64)), signals=3,
-                            sig_len=500, n_fft=128, hop=32, pad=p.pad, mode="reflect",
-                            onesided=True, value="power", eps=1e-10, scale=1.0,
-                            precision="float64", src_storage="float64", dst_storage="float64",
-                            bank=transform_exec.BankReduce(len(bank), 2.0, db),
-                            **tables)  # fmt: skip
-        ref = cpu_features.bank_spectrogram(x, None, p, 2.0, bank, "db" if db else "power",
-                                            1e-10)  # fmt: skip
-        got = out.swapaxes(-1, -2)
-        if db:
-            assert np.max(np.abs(got - ref)) <= TOLERANCES["db_abs64"], kind
-        else:
-            assert np.max(np.abs(got - ref)) <= TOLERANCES["float64"] * max(ref.max(), 1.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -440,8 +368,8 @@ def test_emulated_bfloat16_bank_frames_and_projection(rng):
                         sig_len=300, n_fft=64, hop=16, pad=p.pad, mode="constant", onesided=True,
                         value="power", eps=1e-10, scale=1.0, precision="float32",
                         src_storage="bfloat16", dst_storage="bfloat16",
-                        bank=transform_exec.BankReduce(10, 2.0),
-                        **_schedule(bands, weights, 64, "float32"))  # fmt: skip
+                        bank=transform_exec.BankReduce(10, 2.0), bands=bands,
+                        weights=weights)  # fmt: skip
     ref = cpu_features.bank_spectrogram(x, None, p, 2.0, bank, "power", 1e-10)
     got = _from_bfloat16(fused).swapaxes(-1, -2)
     assert _peak_error(got, ref) <= TOLERANCES["bfloat16_store"]

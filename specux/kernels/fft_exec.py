@@ -285,18 +285,6 @@ def stft_fusable(n: int, precision: str, onesided: bool) -> bool:
     return block_fits(bluestein_length(n), precision)
 
 
-@functools.lru_cache(maxsize=256)
-def stft_reduce_lanes(n: int, precision: str) -> int:
-    """The threads per frame of an ``n``-point filterbank stft's reduce (:func:`stft_1d` with
-    a :class:`BankReduce`): the lanes its schedule (``transform_exec.bank_schedule``) is
-    built for. Read from the kernel the orchestration plans (``stft_fusable`` must hold)."""
-    framing = Framing(1, 0, n, 1, "constant")
-    program = _stft_program(n, framing, 1, True, "power", 0.0, 1.0, precision, precision,
-                            precision, _rows(n), BankReduce(1, 2.0))  # fmt: skip
-    return next(spec.threads for spec, *_ in program.launches
-                if isinstance(spec, BlockSpec) and spec.store.reduce)  # fmt: skip
-
-
 def stft_1d(
     backend: Backend, src: Any, dst: Any, window: Any, pad_table: Any, *, n: int,
     framing: Framing, signals: int, onesided: bool, value: str, eps: float, scale: float,
@@ -312,9 +300,8 @@ def stft_1d(
     samples (``framing.pad_kind`` ``indexed``) or None.
 
     With ``bank`` (one-sided only; ``value`` is then ignored), rows of ``bank.n_bands``
-    filterbank outputs instead: ``bands`` and ``weights`` are the bank's reduce schedule for
-    :func:`stft_reduce_lanes` lanes (``transform_exec.bank_schedule``: int32 codes, and
-    weights of the compute precision).
+    filterbank outputs instead: ``bands`` (int32 first bin, bins, weight offset per band)
+    and ``weights`` (compute precision) describe the sparse bank.
 
     ``value`` "cotangent" (one-sided only): each bin's complex ``F e |X| ** (e - 2) X``,
     halved off DC and Nyquist, for ``e`` = ``exponent`` and real factors ``F`` given as

@@ -478,12 +478,6 @@ def istft_envelope(p: StftParams, w64: np.ndarray, count: int, length: int, prec
 # filterbanks, projections
 
 
-def named_width(spec: str, precision: str) -> tuple[int, int]:
-    """(columns, rows) of a named matrix."""
-    bands, _, width = transform_exec.sparse_bank(spec, precision)
-    return width, len(bands)
-
-
 def named_bands(device, spec: str, precision: str, n_in: int, what: str):
     """(bands, weights, rows) of a named matrix on ``device`` (anything with ``constant``:
     a :class:`Device`, the torch route's backend), after checking its width."""
@@ -492,14 +486,6 @@ def named_bands(device, spec: str, precision: str, n_in: int, what: str):
         raise ValueError(f"the matrix has {width} columns but {what} has {n_in} features")
     return (device.constant(("bands", spec), bands), device.constant(("bank", spec), weights),
             len(bands))  # fmt: skip
-
-
-def named_schedule(device, spec: str, precision: str, lanes: int):
-    """(codes, weights) on ``device``: the fused filterbank reduce's schedule of a named
-    matrix for ``lanes`` threads (:func:`transform_exec.bank_schedule`), built once."""
-    codes, weights = transform_exec.named_schedule(spec, precision, lanes)
-    return (device.constant(("schedule", spec, lanes), codes),
-            device.constant(("schedule weights", spec, lanes), weights))  # fmt: skip
 
 
 def bank_spectrogram(x: DeviceArray, window, p: StftParams, power: float, bank_spec: str,
@@ -517,11 +503,10 @@ def bank_spectrogram(x: DeviceArray, window, p: StftParams, power: float, bank_s
         return out.swapaxes(-1, -2)
     common = dict(n_out=n_out, power=power, db_factor=db_factor, eps=eps, storage=storage,
                   precision=precision)  # fmt: skip
-    if transform_exec.bank_fusable(p.n_fft, precision, n_out):
+    if transform_exec.stft_fusable(p.n_fft, precision, True):
         w = full_window(p, window, precision, device)
-        transform_exec.filterbank_stft(
-            device, x, out, w, lambda lanes: named_schedule(device, bank_spec, precision, lanes),
-            p=p, signals=rows, sig_len=length, **common)  # fmt: skip
+        transform_exec.filterbank_stft(device, x, out, w, bands, weights, p=p, signals=rows,
+                                       sig_len=length, **common)  # fmt: skip
         return out.swapaxes(-1, -2)
     spectrum = stft_frames(x, window, p, transform_exec.spectrum_value(power), eps,
                            storage=precision)  # fmt: skip

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from specux.kernels.codegen.block import SCHEDULE_BIN_BITS
 from specux.kernels.codegen.gather import (
     CORRELATE_LANES,
     CORRELATE_SPLIT,
@@ -31,10 +30,8 @@ from specux.kernels.fft_exec import (
     Strides,
     stft_1d,
     stft_fusable,
-    stft_reduce_lanes,
     transform_1d,
 )
-from specux.kernels.plan import MAX_THREADS
 from specux.meta import filters, matrices
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_n_frames
@@ -390,101 +387,16 @@ def hop_major(kernel: np.ndarray, hop: int) -> np.ndarray:
                                 .reshape(q * columns, hop))  # fmt: skip
 
 
-def filterbank_stft(backend, src, dst, window, schedule, *, p: StftParams, signals: int,
+def filterbank_stft(backend, src, dst, window, bands, weights, *, p: StftParams, signals: int,
                     sig_len: int, n_out: int, power: float, db_factor: float | None, eps: float,
                     storage: str, precision: str) -> None:  # fmt: skip
     """``bank @ |stft| ** power`` (dB with ``db_factor``) as one kernel: the stft's bins stay
-    in shared memory and the bank reduces them there (:func:`bank_fusable` must hold);
-    ``schedule(lanes)`` gives the bank's reduce schedule on the device for that many lanes
-    (:func:`bank_schedule`: codes, weights); ``dst`` frame-major ``(signals, n_frames,
-    n_out)``."""
-    codes, weights = schedule(stft_reduce_lanes(p.n_fft, precision))
+    in shared memory and the bank reduces them there (``stft_fusable(p.n_fft, precision,
+    True)`` must hold); ``dst`` frame-major ``(signals, n_frames, n_out)``."""
     stft(backend, src, dst, window, signals=signals, sig_len=sig_len, n_fft=p.n_fft,
          hop=p.hop_length, pad=p.pad, mode=p.pad_mode, onesided=True, value="power", eps=eps,
          scale=1.0, precision=precision, src_storage=storage, dst_storage=storage,
-         bank=BankReduce(n_out, power, db_factor), bands=codes, weights=weights)  # fmt: skip
-
-
-# A schedule code holds a bin (below 2 ** SCHEDULE_BIN_BITS: every one-sided spectrum a
-# block holds) and a target below 2 ** (31 - SCHEDULE_BIN_BITS): a band or a slot after them.
-SCHEDULE_MAX_BANDS = 2 ** (31 - SCHEDULE_BIN_BITS) - 2 * MAX_THREADS - 2
-
-
-def bank_fusable(n_fft: int, precision: str, n_bands: int) -> bool:
-    """Whether a filterbank of ``n_bands`` rows over an ``n_fft``-point stft runs as one
-    kernel (:func:`filterbank_stft`); else the spectrum goes through memory to the
-    :func:`bank` kernel."""
-    return stft_fusable(n_fft, precision, True) and n_bands <= SCHEDULE_MAX_BANDS
-
-
-def bank_schedule(bands: np.ndarray, n_weights: int, lanes: int) -> tuple[np.ndarray, np.ndarray]:
-    """The fused filterbank reduce's schedule over ``lanes`` threads (codegen.block._reduce)
-    for a bank's :func:`bank_tables` (``bands`` int32 (first bin, bins, column) per band;
-    ``n_weights`` the length of its bin-major weights): ``(codes, order)``.
-
-    The bank's nonzero terms, band by band in bin order, are cut into ``lanes`` runs of equal
-    length (the last padded with zero terms), one a thread. ``codes`` (int32): the run
-    length, the list length, each term's bin and target (entry-major: term e of thread t at
-    ``2 + e * lanes + t``), then the list: (band, first slot, slots) for every band whose
-    terms cross threads (each thread's part summed into its own slot) and for every empty
-    band (no slots: a zero). ``order``: the index in the bin-major weights of each term
-    (``n_weights`` for the padding, which the caller maps to a zero weight)."""
-    bands = np.asarray(bands, dtype=np.int64).reshape(-1, 3)
-    starts, counts, columns = bands[:, 0], bands[:, 1], bands[:, 2]
-    n_bands = len(bands)
-    if n_bands > SCHEDULE_MAX_BANDS:
-        raise ValueError(f"a fused filterbank reduce takes at most {SCHEDULE_MAX_BANDS} bands")
-    total = int(counts.sum())
-    per = -(-total // lanes)
-    term = np.arange(total)
-    band = np.repeat(np.arange(n_bands), counts)
-    k = term - np.repeat(np.cumsum(counts) - counts, counts)
-    bins = starts[band] + k
-    if total and (bins.max() >= 1 << SCHEDULE_BIN_BITS or bins.min() < 0):
-        raise ValueError("a fused filterbank reduce reads bins 0 .. 2 ** 14 - 1")
-    lane = term // max(per, 1)
-    # a band crosses threads when its first and last terms are in different runs
-    first = np.cumsum(counts) - counts
-    nonempty = counts > 0
-    crossing = np.zeros(n_bands, dtype=bool)
-    crossing[nonempty] = lane[first[nonempty]] != lane[first[nonempty] + counts[nonempty] - 1]
-    # one slot per (crossing band, thread) run, in order
-    new_run = np.ones(total, dtype=bool)
-    new_run[1:] = (band[1:] != band[:-1]) | (lane[1:] != lane[:-1])
-    in_slot = crossing[band]
-    slot_of_term = np.cumsum(new_run & in_slot) - 1
-    target = np.where(in_slot, n_bands + slot_of_term, band)
-    n_slots = int((new_run & in_slot).sum())
-    dummy = n_bands + n_slots  # the padding's slot, never read
-    code = np.full(per * lanes, dummy << SCHEDULE_BIN_BITS, dtype=np.int64)
-    order = np.full(per * lanes, n_weights, dtype=np.int64)
-    code[:total] = bins | (target << SCHEDULE_BIN_BITS)
-    order[:total] = k * n_bands + columns[band]
-    # thread t's run is terms t * per .. : stored entry-major
-    code = code.reshape(lanes, per).T.ravel()
-    order = order.reshape(lanes, per).T.ravel()
-    listed = []
-    slot_first = {}
-    for index in np.flatnonzero(new_run & in_slot):
-        slot_first.setdefault(int(band[index]), int(slot_of_term[index]))
-    for m in range(n_bands):
-        if crossing[m]:
-            runs = int(lane[first[m] + counts[m] - 1] - lane[first[m]] + 1)
-            listed.append((m, slot_first[m], runs))
-        elif counts[m] == 0:
-            listed.append((m, 0, 0))
-    table = np.concatenate([[per, len(listed)], code, np.asarray(listed, np.int64).ravel()])
-    return np.ascontiguousarray(table, dtype=np.int32), order
-
-
-def schedule_tables(bands: np.ndarray, weights: np.ndarray,
-                    lanes: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """:func:`bank_schedule` of host tables with the weights in schedule order: (codes,
-    weights) for :func:`filterbank_stft`."""
-    weights = np.asarray(weights)
-    codes, order = bank_schedule(bands, len(weights), lanes)
-    padded = np.concatenate([weights, np.zeros(1, dtype=weights.dtype)])
-    return codes, np.ascontiguousarray(padded[order])
+         bank=BankReduce(n_out, power, db_factor), bands=bands, weights=weights)  # fmt: skip
 
 
 def spectrum_value(power: float) -> str:
@@ -554,16 +466,6 @@ def sparse_bank(bank_spec: str, precision: str) -> tuple[np.ndarray, np.ndarray,
     return bands, weights, width
 
 
-@functools.lru_cache(maxsize=64)
-def named_schedule(bank_spec: str, precision: str, lanes: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`schedule_tables` of a named matrix (built once per spec, precision and lanes)."""
-    bands, weights, _ = sparse_bank(bank_spec, precision)
-    codes, ordered = schedule_tables(bands, weights, lanes)
-    codes.flags.writeable = False
-    ordered.flags.writeable = False
-    return codes, ordered
-
-
 def cqt_plan(spec: ConstantQSpec, precision: str, length: int, count: int):
     """(plan, n_frames, pad): the CPU backend's constant-Q kernels, every octave as a frames
     group (the GPU runs them as products over frames; the polyphase DFT path is a CPU flop
@@ -606,10 +508,9 @@ def cqt_correlate(backend, padded, out, spec: ConstantQSpec, plan, *, count: int
                   out_width=2 * spec.n_bins, column=2 * g.start, precision=precision)  # fmt: skip
 
 
-__all__ = ["BankReduce", "bank", "bank_fusable", "bank_schedule", "bank_tables", "convert",
-           "correlate", "correlate_option", "correlate_t", "correlate_t_option", "cqt_correlate",
-           "cqt_correlate_t", "cqt_kernel", "cqt_plan", "dense_bands", "elementwise",
-           "filterbank_of_spectrum", "filterbank_stft", "fold_table", "frame", "hop_major",
-           "istft_overlap_add", "named_schedule", "overlap_add", "overlap_save",
-           "overlap_save_length", "overlap_save_operands", "pad_sources", "schedule_tables",
+__all__ = ["BankReduce", "bank", "bank_tables", "convert", "correlate", "correlate_option",
+           "correlate_t", "correlate_t_option", "cqt_correlate", "cqt_correlate_t", "cqt_kernel",
+           "cqt_plan", "dense_bands", "elementwise", "filterbank_of_spectrum", "filterbank_stft",
+           "fold_table", "frame", "hop_major", "istft_overlap_add", "overlap_add", "overlap_save",
+           "overlap_save_length", "overlap_save_operands", "pad_sources",
            "sparse_bank", "sparse_tables", "spectrum_value", "stft", "stft_fusable"]  # fmt: skip

@@ -53,10 +53,9 @@ BLOCK_PARAMS = (
     ("const void*", "pad_table"),
     ("const void*", "window"),
     ("double", "eps"),  # the dB floor of StoreSpec.value "db" and of reduce "bank_db"
-    # StoreSpec.reduce: its schedule (int32, transform_exec.bank_schedule) and the entries'
-    # weights, the band count, the dB factor, the exponent of StoreSpec.value "pow"
-    # (StoreSpec.value "cotangent": its real factors in ``weights``, its exponent in
-    # ``exponent``)
+    # StoreSpec.reduce: int32 (first bin, bins, weight offset) per band, the weights, the
+    # band count, the dB factor, the exponent of StoreSpec.value "pow" (StoreSpec.value
+    # "cotangent": its real factors in ``weights``, its exponent in ``exponent``)
     ("const void*", "bands"),
     ("const void*", "weights"),
     ("long long", "n_bands"),
@@ -493,64 +492,25 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
     return lines
 
 
-# The filterbank reduce's schedule (transform_exec.bank_schedule): an int32 code per entry,
-# the bin in its low SCHEDULE_BIN_BITS bits and above them the target: a band (< n_bands),
-# or a partial-sum slot (n_bands + slot).
-SCHEDULE_BIN_BITS = 14
-
-
 def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
-    """The filterbank epilogue: the slot's ``threads`` threads sum the nonzero weights times
-    the values in ``pw`` by a precomputed schedule (``bands``: int32 entries a thread, the
-    list length, the entries' codes entry-major, then the list; ``weights``: each entry's
-    weight), so every thread sums about the same number of terms whatever the bands' widths
-    (a thread a band waits for the widest). A band inside one thread's entries is summed
-    there in bin order and stored; a band that runs across threads leaves each thread's sum
-    in a slot (the transform's shared values, free now), and after a barrier the list sums
-    each such band's slots in order (and stores the empty bands' zeros)."""
+    """The filterbank epilogue: band m of the slot's transform from its values in ``pw``."""
     out_t = _storage_type(spec.store.storage, "real")
-    threads = spec.threads
-    mask = (1 << SCHEDULE_BIN_BITS) - 1
-    db = spec.store.reduce == "bank_db"
-    finish = "(real_t)factor * log10(acc > (real_t)eps ? acc : (real_t)eps)" if db else "acc"
-    return [
+    lines = [
         f"    {barrier}  // every value of the slot is in shared memory",
-        "    const int* const sched = (const int*)bands;",
-        "    const int entries = sched[0], n_list = sched[1];",
-        "    real_t* const part = (real_t*)my;  // partial sums of bands across threads",
-        f"    {out_t}* const red_out = ({out_t}*)out_ptr + red_base;",
-        "    auto emit = [&](int m, real_t acc) {",
-        f"        if (live) put(&red_out[m], {finish});",
-        "    };",
-        "    auto flush = [&](int target, real_t acc) {  // a band's sum, or a slot's part",
-        "        if (target < n_bands) emit(target, acc); else part[target - n_bands] = acc;",
-        "    };",
-        "    if (entries > 0) {",
-        "        const int* code = sched + 2 + t;",
-        "        const real_t* weight = (const real_t*)weights + t;",
-        "        const real_t* const values = pw + out_base;",
+        f"    if (live) for (int m = t; m < n_bands; m += {spec.threads}) {{",
+        "        const int* band = (const int*)bands + 3 * m;  // first bin, bins, column",
+        "        const real_t* weight = (const real_t*)weights + band[2];  // bin-major",
+        "        const real_t* values = pw + out_base + band[0];",
         "        real_t acc = (real_t)0;",
-        f"        int target = code[0] >> {SCHEDULE_BIN_BITS};",
-        f"        for (int e = 0; e < entries; ++e, code += {threads}, weight += {threads}) {{",
-        "            const int c = *code;",
-        f"            const int next = c >> {SCHEDULE_BIN_BITS};",
-        "            if (next != target) {",
-        "                flush(target, acc);",
-        "                acc = (real_t)0;",
-        "                target = next;",
-        "            }",
-        f"            acc += *weight * values[c & {mask}];",
-        "        }",
-        "        flush(target, acc);",
-        "    }",
-        f"    {barrier}  // every partial sum is in its slot",
-        f"    for (int j = t; j < n_list; j += {threads}) {{",
-        f"        const int* item = sched + 2 + entries * {threads} + 3 * j;  // band, slot, slots",
-        "        real_t acc = (real_t)0;",
-        "        for (int i = 0; i < item[2]; ++i) acc += part[item[1] + i];",
-        "        emit(item[0], acc);",
-        "    }",
+        "        for (int k = 0; k < band[1]; ++k) acc += weight[k * n_bands] * values[k];",
     ]
+    if spec.store.reduce == "bank_db":
+        lines.append(
+            "        acc = (real_t)factor * log10(acc > (real_t)eps ? acc : (real_t)eps);"
+        )
+    lines += [f"        put(&(({out_t}*)out_ptr)[red_base + m], acc);", "    }"]
+    return lines
+
 
 
 def render_block(spec: BlockSpec, dialect: Dialect) -> str:

@@ -39,8 +39,6 @@ from specux.kernels.native import (
     istft_envelope,
     named_bands,
     named_istft_envelope,
-    named_schedule,
-    named_width,
 )
 from specux.kernels.plan import smooth_length
 from specux.meta import dtypes, shapes
@@ -273,7 +271,7 @@ def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: st
     storage, precision = _storage(x)
     backend = TorchCudaBackend(x.device)
     n_in = p.n_freq
-    n_out = _bank_rows(bank, bank_spec, precision, n_in, "the stft")
+    bands, weights, n_out = _bands(backend, bank, bank_spec, precision, n_in, "the stft")
     db_factor = 20.0 / power if output == "db" else None
     x, rows = _rows(x)
     length = x.shape[-1]
@@ -283,14 +281,12 @@ def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: st
         return out.transpose(-1, -2)
     common = dict(n_out=n_out, power=power, db_factor=db_factor, eps=eps, storage=storage,
                   precision=precision)  # fmt: skip
-    if transform_exec.bank_fusable(p.n_fft, precision, n_out):
+    if transform_exec.stft_fusable(p.n_fft, precision, True):
         w = full_window(p, window, precision, backend)
-        schedule = _schedule(backend, bank, bank_spec, precision)
-        transform_exec.filterbank_stft(backend, x, out, w, schedule, p=p, signals=rows,
+        transform_exec.filterbank_stft(backend, x, out, w, bands, weights, p=p, signals=rows,
                                        sig_len=length, **common)  # fmt: skip
         return out.transpose(-1, -2)
     # Beyond a block: the spectrum (compute precision) in memory, then the bank kernel.
-    bands, weights, _ = _bands(backend, bank, bank_spec, precision, n_in, "the stft")
     spectrum = _stft_into(x, window, p, transform_exec.spectrum_value(power), eps,
                           storage=precision)  # fmt: skip
     transform_exec.filterbank_of_spectrum(backend, spectrum, out, bands, weights,
@@ -363,72 +359,28 @@ def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str) -> torch.Te
     return out.transpose(-1, -2)
 
 
-def _bank_rows(matrix: torch.Tensor | None, spec: str, precision: str, n_in: int,
-               what: str) -> int:  # fmt: skip
-    """The rows of a matrix that the kernels apply to ``n_in`` values per column, after
-    checking its shape: the kernels read ``n_in`` values a row, so a matrix of another width
-    raises here (before anything is uploaded or launched) instead of reading past a row."""
-    if matrix is None:
-        width, n_out = named_width(spec, precision)
-    else:
-        if matrix.dim() != 2:
-            raise ValueError("the matrix / bank must be 2-D (n_out, n_in), got "
-                             f"{tuple(matrix.shape)}")  # fmt: skip
-        n_out, width = matrix.shape
-    if width != n_in:
-        raise ValueError(f"the matrix has {width} columns but {what} has {n_in} features")
-    return n_out
-
-
 def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in: int,
            what: str):  # fmt: skip
     """(bands, weights, rows) of a matrix for the gather kernels: a named one sparse (each
     row's nonzero extent, built once), a tensor sparse when its values are fixed
-    (:func:`_sparse_bank`), else dense (every row spans every column); the shape checked
-    first (:func:`_bank_rows`)."""
+    (:func:`_sparse_tables`), else dense (every row spans every column). The
+    kernels read ``n_in`` values per row, so a matrix of another width raises here (before
+    anything is uploaded or launched) instead of reading past a row there."""
     if matrix is None:
         return named_bands(backend, spec, precision, n_in, what)
-    n_out = _bank_rows(matrix, spec, precision, n_in, what)
-    sparse = _sparse_bank(matrix, precision)
+    if matrix.dim() != 2:
+        raise ValueError(f"the matrix / bank must be 2-D (n_out, n_in), got {tuple(matrix.shape)}")
+    width = matrix.shape[1]
+    if width != n_in:
+        raise ValueError(f"the matrix has {width} columns but {what} has {n_in} features")
+    n_out = matrix.shape[0]
+    sparse = _sparse_tables(matrix, precision)
     if sparse is not None:
-        return (*sparse.tables(), n_out)
+        return sparse[0], sparse[1], n_out
     bands = backend.constant(("dense bands", n_out, n_in),
                              lambda: transform_exec.dense_bands(n_out, n_in))  # fmt: skip
     # bin-major weights (transform_exec.bank_tables): the matrix transposed
     return bands, matrix.detach().to(_dtype(precision)).t().contiguous(), n_out
-
-
-def _schedule(backend, matrix: torch.Tensor | None, spec: str, precision: str):
-    """``lanes -> (codes, weights)``: the fused filterbank reduce's schedule
-    (:func:`transform_exec.bank_schedule`) of a matrix whose shape :func:`_bank_rows`
-    checked -- built once for a named matrix and for a tensor of fixed values
-    (:func:`_sparse_bank`); for a dense one (a learned bank) the codes are built once per
-    shape and the weights gathered from the matrix on the device on every call."""
-    if matrix is None:
-        return lambda lanes: named_schedule(backend, spec, precision, lanes)
-    sparse = _sparse_bank(matrix, precision)
-    if sparse is not None:
-        return sparse.schedule
-    n_out, n_in = matrix.shape
-
-    def dense(lanes: int):
-        key = ("dense schedule", n_out, n_in, lanes)
-        codes = backend.constant(key, lambda: _dense_schedule(n_out, n_in, lanes)[0])
-        index = backend.constant(key + ("index",), lambda: _dense_schedule(n_out, n_in, lanes)[1])
-        flat = matrix.detach().to(_dtype(precision)).reshape(-1)
-        return codes, torch.nn.functional.pad(flat, (0, 1))[index]
-
-    return dense
-
-
-def _dense_schedule(n_out: int, n_in: int, lanes: int) -> tuple[np.ndarray, np.ndarray]:
-    """The schedule codes of a dense ``(n_out, n_in)`` matrix and, per entry, the index of its
-    weight in the matrix's row-major values (``n_out * n_in``: the padding's zero)."""
-    codes, order = transform_exec.bank_schedule(transform_exec.dense_bands(n_out, n_in),
-                                                n_out * n_in, lanes)  # fmt: skip
-    k, m = np.divmod(order, n_out)  # order: k * n_out + m, bin-major
-    index = np.where(order < n_out * n_in, m * n_in + k, n_out * n_in)
-    return codes, index.astype(np.int64)
 
 
 def _capturing(t: torch.Tensor) -> bool:
@@ -436,60 +388,34 @@ def _capturing(t: torch.Tensor) -> bool:
     return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
-class _SparseBank:
-    """A user matrix's sparse tables on the host (each row's nonzero extent,
-    :func:`transform_exec.bank_tables`), and on the matrix's device as the gather kernels'
-    tables and the fused reduce's schedules, each made at its first use."""
-
-    def __init__(self, matrix: torch.Tensor, precision: str) -> None:
-        host = matrix.detach().to(device="cpu", dtype=torch.float64).numpy()
-        self.bands, self.weights, _ = transform_exec.sparse_tables(host, precision)
-        self.device = matrix.device
-        self._tables = None
-        self._schedules: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-
-    def tables(self) -> tuple[torch.Tensor, torch.Tensor]:
-        if self._tables is None:
-            self._tables = (torch.from_numpy(self.bands).to(self.device),
-                            torch.from_numpy(self.weights).to(self.device))  # fmt: skip
-        return self._tables
-
-    def schedule(self, lanes: int) -> tuple[torch.Tensor, torch.Tensor]:
-        tables = self._schedules.get(lanes)
-        if tables is None:
-            codes, weights = transform_exec.schedule_tables(self.bands, self.weights, lanes)
-            tables = (torch.from_numpy(codes).to(self.device),
-                      torch.from_numpy(weights).to(self.device))  # fmt: skip
-            self._schedules[lanes] = tables
-        return tables
-
-
-# matrix -> ((version, data pointer, precision), _SparseBank): the sparse tables of user
+# matrix -> ((version, data pointer, precision), (bands, weights)): the sparse tables of user
 # matrices (an nn module's filterbank buffer, passed on every call), dropped with the matrix
 _SPARSE = WeakIdKeyDictionary()
 
 
-def _sparse_bank(matrix: torch.Tensor, precision: str) -> _SparseBank | None:
-    """The sparse tables of a user matrix that holds fixed values, built once per tensor and
-    version, or None: then the dense ones (every row spans every column). A filterbank's
-    rows span a few of its hundreds of columns, so the sparse reduce reads and sums a small
-    fraction of the dense one's terms, and nothing is copied per call. The kernels sum a
-    row's terms in column order, the dense ones with exact zeros between, so the gather
-    kernels give the same bits either way for finite inputs; the fused stft reduce splits
-    a row's terms where its threads' equal shares of all the terms end, which differ, so
-    its results agree to rounding. Building them reads the matrix on the host (waits for
-    the device once), so it is skipped for what may change every call or cannot wait: a
-    matrix that needs a gradient (a learned bank), a view (a backward's transpose, new on
-    every call), and calls made while a CUDA graph is being captured."""
+def _sparse_tables(matrix: torch.Tensor, precision: str):
+    """The sparse gather tables (each row's nonzero extent, :func:`transform_exec.bank_tables`)
+    of a user matrix that holds fixed values, built once per tensor and version, or None: then
+    the dense tables (every row spans every column). The kernels give the same bits either way
+    for finite inputs -- a row's terms are summed in column order and the dropped terms are
+    exact zeros -- but a filterbank's rows span a few of its hundreds of columns, so the
+    sparse reduce reads and sums a small fraction of the dense one's terms, and no transposed
+    copy is made per call. Building them reads the matrix on the host (waits for the device
+    once), so it is skipped for what may change every call or cannot wait: a matrix that
+    needs a gradient (a learned bank), a view (a backward's transpose, new on every call),
+    and calls made while a CUDA graph is being captured."""
     if matrix.requires_grad or matrix._base is not None or _capturing(matrix):
         return None
     state = (matrix._version, matrix.data_ptr(), precision)
     entry = _SPARSE.get(matrix)
     if entry is not None and entry[0] == state:
         return entry[1]
-    sparse = _SparseBank(matrix, precision)
-    _SPARSE[matrix] = (state, sparse)
-    return sparse
+    host = matrix.detach().to(device="cpu", dtype=torch.float64).numpy()
+    bands, weights, _ = transform_exec.sparse_tables(host, precision)
+    tables = (torch.from_numpy(bands).to(matrix.device),
+              torch.from_numpy(weights).to(matrix.device))  # fmt: skip
+    _SPARSE[matrix] = (state, tables)
+    return tables
 
 
 # ---------------------------------------------------------------------------------------------
