@@ -18,6 +18,7 @@ read and written in contiguous runs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from specux.kernels.codegen.butterfly import Code, small_dft
 from specux.kernels.codegen.dialects import Dialect
@@ -379,6 +380,16 @@ def _untangle(spec: BlockSpec, k: str, za: str, zb: str) -> list[str]:
     ]
 
 
+def _held_butterfly(spec: BlockSpec, index: int, stride: int, tag: str, i: str,
+                    names: list[str], guard: str = "") -> list[str]:  # fmt: skip
+    """Butterfly ``i`` of stage ``index`` in its own scope, its outputs assigned to ``names``
+    (declared by the caller), under ``guard``."""
+    code, outputs = _butterfly(spec, index, stride, tag)
+    code += [f"{names[q]} = {outputs[q]};" for q in range(len(names))]
+    return [f"        {guard}{{", f"            const int i = {i};  // butterfly {tag}",
+            *[f"            {line}" for line in code], "        }"]  # fmt: skip
+
+
 def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]:
     """The last stage of an r2c kernel with the untangling done in registers: slot p holds
     butterflies A = p and B = s - p (s: the stage's butterfly count; slot 0 holds 0 and
@@ -399,21 +410,12 @@ def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]
         lines.append(f"    {cond}{{")
         lines.append(f"        const int p = t + {m * threads};")
         lines.append(f"        cpx {', '.join(a + b)};")
-        for name, index_expr, names in (("A", "p", a), ("B", None, b)):
-            if index_expr is None:
-                if s % 2:  # slot 0 holds butterfly 0 only
-                    lines.append("        if (p != 0) {")
-                    index_expr = f"{s} - p"
-                else:
-                    index_expr = f"p == 0 ? {s // 2} : {s} - p"
-                    lines.append("        {")
-            else:
-                lines.append("        {")
-            lines.append(f"            const int i = {index_expr};  // butterfly {name}")
-            code, outputs = _butterfly(spec, index, stride, f"_{m}{name}")
-            code += [f"{names[q]} = {outputs[q]};" for q in range(radix)]
-            lines += [f"            {line}" for line in code]
-            lines.append("        }")
+        pair = functools.partial(_held_butterfly, spec, index, stride)
+        lines += pair(f"_{m}A", "p", a)
+        if s % 2:  # slot 0 holds butterfly 0 only
+            lines += pair(f"_{m}B", f"{s} - p", b, "if (p != 0) ")
+        else:
+            lines += pair(f"_{m}B", f"p == 0 ? {s // 2} : {s} - p", b)
         body_pair = []  # p >= 1: A + q s mirrors B + (r - 1 - q) s
         for q in range(radix):
             body_pair += _untangle(spec, f"p + {q * s}", a[q], b[radix - 1 - q])
@@ -510,7 +512,6 @@ def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
         )
     lines += [f"        put(&(({out_t}*)out_ptr)[red_base + m], acc);", "    }"]
     return lines
-
 
 
 def render_block(spec: BlockSpec, dialect: Dialect) -> str:
