@@ -130,13 +130,18 @@ def power_adjoint(x: np.ndarray, window: np.ndarray | None, p: StftParams, power
 # to amortize the per-block calls (measured on the 2-core development VM, one process, the
 # bench workloads interleaved, two workers: the median over 8 rounds was 4-12% lower with
 # 4 MiB blocks than with 1 MiB ones for mel, stft_c and stft_p, the minima mixed; 512 KiB
-# blocks were slower still -- though one worker alone did best with them), and split
-# further when a batch gives fewer than _MIN_BLOCKS blocks, so small batches still use every
-# core. Both are constants, not the core count: the blocks (and so the bits of the GEMM
-# epilogues) depend on the input's shape only.
+# blocks were slower still -- though one worker alone did best with them). A row shorter
+# than that is still cut into blocks of at least _MIN_BLOCK_BYTES when the batch has fewer
+# than _MIN_BLOCKS of them, so a few long rows use every core; and a call with less than
+# _SERIAL_BYTES of frames in all runs on the calling thread: handing blocks to the pool
+# costs more than it saves there (same VM, medians of 30-100 calls: a (1, 16000) mel 1.6-1.9
+# ms in 4 blocks on the pool, 0.45-0.83 ms on the calling thread). The constants do not
+# depend on the core count: the blocks (and so the bits of the GEMM epilogues) depend on
+# the input's shape only.
 _CHUNK_BYTES = 1 << 22
 _MIN_BLOCKS = 8
-_MIN_BLOCK_FRAMES = 16
+_MIN_BLOCK_BYTES = 1 << 20
+_SERIAL_BYTES = 1 << 22
 _scratch = threading.local()
 
 
@@ -238,10 +243,12 @@ def framewise(x: np.ndarray, window: np.ndarray | None, p: StftParams,
         return out
     out2 = out.reshape(rows, count, width)
     regions = _frame_regions(x2, p, count)
-    step = max(1, _CHUNK_BYTES // (p.n_fft * x.dtype.itemsize))
+    frame_bytes = p.n_fft * x.dtype.itemsize
+    step = max(1, _CHUNK_BYTES // frame_bytes)
     per_row = -(-count // step)
     if rows * per_row < _MIN_BLOCKS:  # a small batch: shorter blocks for the workers
-        per_row = max(per_row, min(-(-_MIN_BLOCKS // rows), count // _MIN_BLOCK_FRAMES))
+        longest = count * frame_bytes // _MIN_BLOCK_BYTES
+        per_row = max(per_row, min(-(-_MIN_BLOCKS // rows), longest))
     step = -(-count // per_row)  # equal blocks
     complex_type = fft.complex_dtype(x.dtype)
     n_fft = p.n_fft
@@ -262,7 +269,11 @@ def framewise(x: np.ndarray, window: np.ndarray | None, p: StftParams,
                 epilogue(spectrum, out2[row, a:b])
 
     items = [(r, s, min(count, s + step)) for r in range(rows) for s in range(0, count, step)]
-    fft.run_blocks(work, items)
+    if rows * count * frame_bytes < _SERIAL_BYTES:
+        for item in items:
+            work(item)
+    else:
+        fft.run_blocks(work, items)
     return out
 
 
