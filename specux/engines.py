@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from specux.compat.arrays import NATIVE, NUMPY, TORCH, dtype_name
+from specux.compat.arrays import NATIVE, NUMPY, TORCH, dtype_name, numpy_name
 from specux.compat.torch_compat import torch_module
 from specux.errors import BackendUnavailableError
 from specux.kernels.cpu import conv as cpu_conv
@@ -34,7 +34,7 @@ class NumpyEngine:
     @staticmethod
     def cast(x: np.ndarray, dtype: str) -> np.ndarray:
         # native byte order too: kernels allocate results like their input
-        return x if x.dtype.name == dtype and x.dtype.isnative else x.astype(dtype)
+        return x if numpy_name(x.dtype) == dtype and x.dtype.isnative else x.astype(dtype)
 
     @staticmethod
     def resize(x: np.ndarray, axis: int, size: int) -> np.ndarray:

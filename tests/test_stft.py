@@ -289,3 +289,20 @@ def test_small_cpu_calls_stay_on_the_calling_thread(rng, monkeypatch):
     got = specux.melspectrogram(x, sr=16000, n_fft=1024, hop_length=256, n_mels=40)
     assert np.array_equal(got, want)
     specux.stft(x[:1], n_fft=1024, hop_length=256)
+
+
+@pytest.mark.parametrize("pad_mode", ["constant", "reflect", "replicate", "circular"])
+def test_short_signals_frame_from_one_padded_copy(rng, pad_mode, monkeypatch):
+    """Signals up to 256 KiB (padded) are framed from one padded copy, longer ones read their
+    inner frames in place and pad only the edge frames: the same frames, so the same
+    spectrum bits (each row's FFT does not depend on its batch)."""
+    from specux.kernels.cpu import stft as cpu_stft
+
+    x = rng.standard_normal((2, 3001)).astype(np.float32)
+    kw = dict(n_fft=256, hop_length=100, pad_mode=pad_mode)
+    copied = specux.stft(x, **kw)
+    monkeypatch.setattr(cpu_stft, "_PADDED_COPY_BYTES", 0)
+    assert len(cpu_stft._frame_regions(x, cpu_stft.StftParams(
+        n_fft=256, hop_length=100, win_length=256, window=cpu_stft.WindowSpec.from_key("hann"),
+        center=True, pad_mode=pad_mode, normalized=False, onesided=True), 31)) == 3
+    np.testing.assert_array_equal(specux.stft(x, **kw), copied)

@@ -64,7 +64,20 @@ def dtype_name(x: Any, library: str) -> str:
         return name
     if library == NATIVE:
         return x.dtype
-    return np.dtype(x.dtype).name
+    return numpy_name(x.dtype)
+
+
+_NUMPY_NAMES: dict = {}  # numpy dtype -> its name (numpy computes ``.name`` on every access)
+
+
+def numpy_name(dtype: Any) -> str:
+    """``np.dtype(dtype).name``, remembered per dtype."""
+    name = _NUMPY_NAMES.get(dtype)
+    if name is None:
+        if len(_NUMPY_NAMES) >= 256:  # bounded for a process that meets endless dtypes
+            _NUMPY_NAMES.clear()
+        name = _NUMPY_NAMES[dtype] = np.dtype(dtype).name
+    return name
 
 
 def float_kind(x: Any, library: str, name: str = "x") -> str:
@@ -81,4 +94,4 @@ def float_kind(x: Any, library: str, name: str = "x") -> str:
 
 
 __all__ = ["CUPY", "NATIVE", "NUMPY", "TORCH", "device_type_of", "dtype_name", "float_kind",
-           "library_of"]  # fmt: skip
+           "library_of", "numpy_name"]  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from specux.compat.arrays import numpy_name
 from specux.compat.torch_compat import compiling
 from specux.meta import filters
 
@@ -112,7 +113,7 @@ def _build(spec: MatrixSpec, dtype: str) -> np.ndarray:
 
 def matrix(spec: MatrixSpec, dtype: Any = np.float64) -> np.ndarray:
     """The dense ``(n_out, n_in)`` matrix of ``spec`` in ``dtype`` (cached, read-only)."""
-    return _build(spec, np.dtype(dtype).name)
+    return _build(spec, numpy_name(dtype))
 
 
 def shape(spec: MatrixSpec) -> tuple[int, int]:

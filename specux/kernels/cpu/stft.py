@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from specux.compat.arrays import numpy_name
 from specux.kernels.cpu import fft
 from specux.kernels.cpu.frames import (
     frame_view,
@@ -29,7 +30,7 @@ NOLA_THRESHOLD = 1e-11
 def full_window(p: StftParams, window: np.ndarray | None, dtype: np.dtype) -> np.ndarray:
     """The ``n_fft``-sample analysis window: named or given, zero-padded on both sides."""
     if window is None:
-        return _named_full_window(p.window, p.win_length, p.n_fft, np.dtype(dtype).name)
+        return _named_full_window(p.window, p.win_length, p.n_fft, numpy_name(dtype))
     if window.shape[-1] == p.n_fft:
         return window.astype(dtype, copy=False)
     out = np.zeros(p.n_fft, dtype=dtype)
@@ -142,6 +143,9 @@ _CHUNK_BYTES = 1 << 22
 _MIN_BLOCKS = 8
 _MIN_BLOCK_BYTES = 1 << 20
 _SERIAL_BYTES = 1 << 22
+# Signals (all rows, padded) up to this size are framed from one padded copy (cheaper than
+# the three regions' separate calls); longer ones read their inner frames in place.
+_PADDED_COPY_BYTES = 1 << 18
 _scratch = threading.local()
 
 
@@ -203,6 +207,9 @@ def _frame_regions(x: np.ndarray, p: StftParams, count: int) -> list[tuple[int, 
     n_fft, hop, pad, length = p.n_fft, p.hop_length, p.pad, x.shape[-1]
     if pad == 0:
         return [(0, count, frame_view(x, n_fft, hop)[:, :count])]
+    if x.shape[0] * (length + 2 * pad) * x.itemsize <= _PADDED_COPY_BYTES:
+        # a short signal: one padded copy, so each block is one FFT call and one epilogue
+        return [(0, count, frame_view(pad_signal(x, pad, p.pad_mode), n_fft, hop)[:, :count])]
     lo = -(-pad // hop)
     hi = min(count, (pad + length - n_fft) // hop + 1) if pad + length >= n_fft else lo
     if hi <= lo:
