@@ -74,8 +74,8 @@ class NumpyEngine:
 
     @staticmethod
     def bank_spectrogram(x, window, p: StftParams, power, bank: MatrixSpec, output, eps):
-        dense = matrices.matrix(bank, x.dtype)
-        return cpu_features.bank_spectrogram(x, window, p, power, dense, output, eps)
+        plan = cpu_features.named_bank_plan(bank, numpy_name(x.dtype))
+        return cpu_features.bank_spectrogram(x, window, p, power, plan, output, eps)
 
     @staticmethod
     def project(x, spec: MatrixSpec):

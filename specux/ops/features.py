@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from specux.compat.arrays import numpy_name
 from specux.kernels.cpu import features as cpu_features
 from specux.meta import matrices
 from specux.meta.matrices import MatrixSpec
@@ -57,11 +58,12 @@ def _bank_cpu(x, window, window_name, n_fft, hop_length, win_length, center, pad
               bank, bank_spec, output, eps):  # fmt: skip
     p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, False, True)
     w = None if window is None else to_numpy(window)
-    dense = (
+    xn = to_numpy(x)
+    plan = (
         to_numpy(bank) if bank is not None
-        else matrices.matrix(MatrixSpec.from_key(bank_spec), numpy_dtype(x.dtype))
+        else cpu_features.named_bank_plan(MatrixSpec.from_key(bank_spec), numpy_name(xn.dtype))
     )  # fmt: skip
-    out = cpu_features.bank_spectrogram(to_numpy(x), w, p, power, dense, output, eps)
+    out = cpu_features.bank_spectrogram(xn, w, p, power, plan, output, eps)
     return from_numpy(out)
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+from typing import NamedTuple
+
 import numpy as np
 
 from specux.kernels.cpu.stft import framewise, power_into, scratch, single_threaded_blas
+from specux.meta import matrices
 from specux.meta.filters import sparse_bank
+from specux.meta.matrices import MatrixSpec
 from specux.meta.params import StftParams
 
 
@@ -69,25 +74,47 @@ def _band_groups(nonzero: np.ndarray) -> list[tuple[int, int, int, int]]:
     return groups[::-1]
 
 
+class BankPlan(NamedTuple):
+    """A filterbank as :func:`bank_spectrogram` applies it: its band count and its band
+    groups ``(c0, c1, r0, r1, weights)`` (:func:`band_groups`; the transposed bank's rows
+    ``r0 .. r1`` and columns ``c0 .. c1``, contiguous)."""
+
+    n_bands: int
+    groups: list
+
+
+def bank_plan(bank: np.ndarray, dtype) -> BankPlan:
+    """The :class:`BankPlan` of a ``(n_bands, n_freq)`` bank in ``dtype``."""
+    weights = np.ascontiguousarray(bank.T, dtype=dtype)
+    groups = [(c0, c1, r0, r1, np.ascontiguousarray(weights[r0:r1, c0:c1]))
+              for c0, c1, r0, r1 in band_groups(weights)]  # fmt: skip
+    return BankPlan(weights.shape[-1], groups)
+
+
+@functools.lru_cache(maxsize=64)
+def named_bank_plan(spec: MatrixSpec, dtype: str) -> BankPlan:
+    """The :class:`BankPlan` of a named matrix, built once per spec and dtype (a small call
+    spent ~15% of its time transposing and grouping the bank)."""
+    return bank_plan(matrices.matrix(spec, dtype), dtype)
+
+
 def bank_spectrogram(
     x: np.ndarray,
     window: np.ndarray | None,
     p: StftParams,
     power: float,
-    bank: np.ndarray,
+    bank: np.ndarray | BankPlan,
     output: str,
     eps: float,
 ) -> np.ndarray:
     """``bank @ |stft(x)| ** power``: ``(..., L) -> (..., n_bands, n_frames)`` (frame-major).
+    ``bank``: the ``(n_bands, n_freq)`` matrix, or its :func:`bank_plan` in ``x``'s dtype.
 
     ``output="db"`` returns ``(20 / power) log10(max(S, eps))``. On the CPU each block of
     frames is reduced in cache by a few BLAS products over the bins each group of bands covers
     (:func:`band_groups`); the GPU reduces sparsely.
     """
-    weights = np.ascontiguousarray(bank.T, dtype=x.dtype)
-    n_bands = weights.shape[-1]
-    groups = [(c0, c1, r0, r1, np.ascontiguousarray(weights[r0:r1, c0:c1]))
-              for c0, c1, r0, r1 in band_groups(weights)]  # fmt: skip
+    n_bands, groups = bank if isinstance(bank, BankPlan) else bank_plan(bank, x.dtype)
     factor = 20.0 / power
 
     def reduce(spectrum: np.ndarray, out: np.ndarray) -> None:
