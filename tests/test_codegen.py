@@ -122,7 +122,8 @@ def test_register_untangle_gives_the_exchange_paths_bits(dtype, rng, monkeypatch
     """The r2c kernels that untangle in the last stage's registers compute every bin from
     the same two values by the same arithmetic as the exchange through shared memory: the
     same bits, for plain rows (real lengths: one stage, odd and even last-stage counts,
-    radix 2, 5 and 8 last stages) and for the fused filterbank stft (frames, window, dB)."""
+    last stages of radix 2, 3 and 5) and for the fused filterbank stft (frames, window, dB;
+    a radix-4 last stage)."""
     lengths = [2, 10, 30, 40, 64, 90, 400, 1000, 1024]
     rows = {n: rng.standard_normal((3, n)).astype(dtype) for n in lengths}
     x = rng.standard_normal((2, 700)).astype(dtype)
