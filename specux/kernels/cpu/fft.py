@@ -97,11 +97,11 @@ def _in_pool() -> bool:
     return getattr(_thread, "in_pool", False)
 
 
-def run_blocks(work: Callable[[Any], None], items: Sequence[Any]) -> None:
-    """``work(item)`` for every item: on the pool when there are several items and several
-    workers, else (and always when called from a pool thread, which must not wait on the
-    pool) one after another on the calling thread."""
-    if len(items) <= 1 or WORKERS == 1 or _in_pool():
+def run_blocks(work: Callable[[Any], None], items: Sequence[Any], parallel: bool = True) -> None:
+    """``work(item)`` for every item: on the pool when ``parallel`` and there are several
+    items and several workers, else (and always when called from a pool thread, which must
+    not wait on the pool) one after another on the calling thread."""
+    if not parallel or len(items) <= 1 or WORKERS == 1 or _in_pool():
         for item in items:
             work(item)
         return

@@ -254,8 +254,8 @@ def framewise(x: np.ndarray, window: np.ndarray | None, p: StftParams,
     step = max(1, _CHUNK_BYTES // frame_bytes)
     per_row = -(-count // step)
     if rows * per_row < _MIN_BLOCKS:  # a small batch: shorter blocks for the workers
-        longest = count * frame_bytes // _MIN_BLOCK_BYTES
-        per_row = max(per_row, min(-(-_MIN_BLOCKS // rows), longest))
+        cuts = count * frame_bytes // _MIN_BLOCK_BYTES  # blocks of >= _MIN_BLOCK_BYTES
+        per_row = max(per_row, min(-(-_MIN_BLOCKS // rows), cuts))
     step = -(-count // per_row)  # equal blocks
     complex_type = fft.complex_dtype(x.dtype)
     n_fft = p.n_fft
@@ -276,11 +276,7 @@ def framewise(x: np.ndarray, window: np.ndarray | None, p: StftParams,
                 epilogue(spectrum, out2[row, a:b])
 
     items = [(r, s, min(count, s + step)) for r in range(rows) for s in range(0, count, step)]
-    if rows * count * frame_bytes < _SERIAL_BYTES:
-        for item in items:
-            work(item)
-    else:
-        fft.run_blocks(work, items)
+    fft.run_blocks(work, items, parallel=rows * count * frame_bytes >= _SERIAL_BYTES)
     return out
 
 
