@@ -459,12 +459,8 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
             names = [f"v{m}_{q}" for q in range(radix)]
             lines.append(f"    cpx {', '.join(names)};")
             cond = "" if exact else f"if (t + {m * threads} < {quarter}) "
-            lines.append(f"    {cond}{{")
-            lines.append(f"        const int i = t + {m * threads};")
-            code, outputs = _butterfly(spec, index, stride, f"_{m}")
-            code += [f"{names[q]} = {outputs[q]};" for q in range(radix)]
-            lines += [f"        {line}" for line in code]
-            lines.append("    }")
+            lines += _held_butterfly(spec, index, stride, f"_{m}", f"t + {m * threads}", names,
+                                     cond)  # fmt: skip
         if not (first and direct_load):
             lines.append(f"    {barrier}  // every read of this stage is done")
         for m in range(reps):
