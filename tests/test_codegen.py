@@ -328,6 +328,12 @@ def _transform_families(recorder):
                                     onesided=True, value="cotangent", eps=0.0, scale=1.0,
                                     precision=precision, src_storage=storage,
                                     dst_storage=precision, exponent=1.5)  # fmt: skip
+            if onesided and transform_exec.adjoint_fusable(n_fft, precision):  # all of it
+                transform_exec.stft(recorder, None, None, None, signals=1, sig_len=4 * n_fft,
+                                    n_fft=n_fft, hop=n_fft // 4, pad=n_fft // 2, mode="reflect",
+                                    onesided=True, value="adjoint", eps=0.0, scale=1.0,
+                                    precision=precision, src_storage=storage,
+                                    dst_storage=precision, exponent=1.5)  # fmt: skip
             for power, db in ((2.0, None), (1.0, 20.0), (1.5, None)):  # the fused filterbank
                 transform_exec.stft(recorder, None, None, None, signals=1, sig_len=4 * n_fft,
                                     n_fft=n_fft, hop=n_fft // 4, pad=n_fft // 2, mode="constant",
@@ -393,7 +399,7 @@ def test_every_kernel_family_compiles_with_nvrtc():
     # and the framing loads / value stores of the stft kernels
     assert {spec.load.frames for spec in blocks} == {"", "constant", "indexed"}
     assert {spec.store.value for spec in blocks} == {"complex", "magnitude", "power", "db", "pow",
-                                                     "cotangent"}
+                                                     "cotangent", "adjoint"}
     assert {spec.store.reduce for spec in blocks} == {"", "bank", "bank_db"}
 
     def compile_one(spec):

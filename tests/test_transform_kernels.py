@@ -195,6 +195,89 @@ def test_emulated_cotangent_store(case, exponent, rng):
     assert _peak_error(got, ref) <= TOLERANCES["float64"]
 
 
+def _adjoint_chain(x, p: StftParams, factors, exponent: float):
+    """(fused, chain): the emulated frames of the fused adjoint kernel (stft value
+    "adjoint") and of the two-kernel chain it replaces (the cotangent store, then a c2r
+    kernel, then the window)."""
+    from specux.kernels.fft_exec import Strides, transform_1d
+    from specux.meta.params import axis_scale, dual_norm
+
+    precision = _PRECISION[x.dtype.type]
+    signals, length = x.shape
+    count, n_fft = factors.shape[1], p.n_fft
+    backend = emulate.HostBackend()
+    window = np.array(cpu_stft.full_window(p, None, x.dtype))
+    inverse = axis_scale(n_fft, dual_norm(p.fft_norm), True)
+    common = dict(signals=signals, sig_len=length, n_fft=n_fft, hop=p.hop_length, pad=p.pad,
+                  mode=p.pad_mode, onesided=True, eps=0.0,
+                  scale=axis_scale(n_fft, p.fft_norm, False), precision=precision,
+                  src_storage=precision, dst_storage=precision, weights=factors,
+                  exponent=exponent)  # fmt: skip
+    fused = np.zeros((signals, count, n_fft), dtype=x.dtype)
+    transform_exec.stft(backend, x, fused, window, value="adjoint", inverse_scale=inverse,
+                        **common)  # fmt: skip
+    cotangent = np.zeros(factors.shape, dtype=np.result_type(x.dtype, np.complex64))
+    transform_exec.stft(backend, x, cotangent, window, value="cotangent", **common)
+    frames = np.zeros_like(fused)
+    transform_1d(backend, cotangent, frames, n=n_fft, kind="c2r", sign=1, scale=inverse,
+                 precision=precision, batch=signals * count, src_storage=precision,
+                 dst_storage=precision, src_strides=Strides(1, n_fft // 2 + 1, 0, 1),
+                 dst_strides=Strides(1, n_fft, 0, 1))  # fmt: skip
+    return fused, frames * window
+
+
+# n_fft (half: one point, radix 3, 8, 15 = one stage, 200 = 10 x 10 x 2, 512 = 16 x 16 x 2
+# with pairs > threads, 128 in float64, 256 = 16 x 16), hop, length, pad mode, exponent,
+# dtype, normalized
+ADJOINT_CASES = [
+    (2, 1, 7, "reflect", 2.0, np.float64, False),
+    (6, 2, 20, "constant", 1.0, np.float64, True),
+    (16, 5, 50, "reflect", 1.5, np.float64, False),
+    (30, 7, 90, "replicate", 2.0, np.float32, True),
+    (400, 160, 900, "reflect", 2.0, np.float32, False),
+    (1024, 256, 2000, "constant", 1.0, np.float32, False),
+    (256, 64, 600, "circular", 2.0, np.float64, True),
+    (512, 128, 1500, "reflect", 2.0, np.float32, False),
+]
+
+
+@pytest.mark.parametrize("case", ADJOINT_CASES, ids=lambda c: "-".join(map(str, c[:6])))
+def test_emulated_fused_adjoint_is_the_chain_bit_for_bit(case, rng):
+    """The fused adjoint kernel (forward FFT, cotangent, inverse FFT and window in one block)
+    does the cotangent store's and the c2r kernel's operations in their order: the same
+    bits as the chain, in float32 and float64."""
+    n_fft, hop, length, mode, exponent, dtype, normalized = case
+    p = _params(n_fft, hop, True, mode, normalized=normalized)
+    x = rng.standard_normal((2, length)).astype(dtype)
+    count = 1 + (length + 2 * p.pad - n_fft) // hop
+    factors = rng.standard_normal((2, count, p.n_freq)).astype(dtype)
+    fused, chain = _adjoint_chain(x, p, factors, exponent)
+    assert np.array_equal(fused, chain)
+    if dtype is np.float64:  # and the whole adjoint is the CPU backend's
+        grad_x = np.zeros_like(x)
+        transform_exec.overlap_add(emulate.HostBackend(), fused, grad_x, rows=2,
+                                   sig_len=length, frame_len=n_fft, hop=hop, pad=p.pad,
+                                   mode=mode, count=count, storage="float64",
+                                   precision="float64")  # fmt: skip
+        ref = cpu_stft.power_adjoint(x, None, p, exponent, np.swapaxes(factors, -1, -2))
+        assert _peak_error(grad_x, ref) <= TOLERANCES["float64"]
+
+
+def test_fused_adjoint_needs_a_packed_even_length():
+    from specux.kernels.fft_exec import adjoint_fusable
+
+    assert adjoint_fusable(1024, "float32") and adjoint_fusable(16384, "float32")
+    assert not adjoint_fusable(1023, "float32")  # odd: no packed transform
+    assert not adjoint_fusable(2 * 17, "float32")  # a prime above 13: Bluestein
+    assert not adjoint_fusable(32768, "float64")  # half does not fit a block
+    with pytest.raises(ValueError, match="adjoint of a 15-point stft"):
+        transform_exec.stft(emulate.HostBackend(), np.zeros((1, 40)), np.zeros((1, 5, 15)),
+                            np.ones(15), signals=1, sig_len=40, n_fft=15, hop=8, pad=0,
+                            mode="constant", onesided=True, value="adjoint", eps=0.0,
+                            scale=1.0, precision="float64", src_storage="float64",
+                            dst_storage="float64", weights=np.zeros((1, 5, 8)))  # fmt: skip
+
+
 FRAME_CASES = [
     (50, 16, 4, 8, "reflect"),
     (9, 12, 5, 6, "reflect"),  # shorter than the padding

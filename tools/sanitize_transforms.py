@@ -43,6 +43,11 @@ for dtype in (torch.float32, torch.float64, torch.float16):
         xg = x.clone().requires_grad_(True)
         specux.stft(xg, n_fft=64, hop_length=16, pad_mode="reflect").abs().sum().backward()
         specux.melspectrogram(xg, sr=16000, n_fft=257, hop_length=64, n_mels=20).sum().backward()
+        # the fused adjoint kernel (even n_fft): forward FFT, cotangent, inverse FFT, window
+        specux.melspectrogram(xg, sr=16000, n_fft=1024, hop_length=256,
+                              n_mels=40).sum().backward()  # fmt: skip
+        specux.stft(xg, n_fft=64, hop_length=20, pad_mode="constant",
+                    output="magnitude").sum().backward()  # fmt: skip
         specux.cqt(xg, sr=16000, hop_length=256, n_bins=24, fmin=200.0).abs().sum().backward()
         Sg = S.clone().requires_grad_(True)
         specux.istft(Sg, n_fft=512, hop_length=128).sum().backward()

@@ -285,12 +285,19 @@ def stft_fusable(n: int, precision: str, onesided: bool) -> bool:
     return block_fits(bluestein_length(n), precision)
 
 
+def adjoint_fusable(n: int, precision: str) -> bool:
+    """Whether the adjoint of an ``n``-point stft's ``|X| ** e`` runs as one kernel
+    (:func:`stft_1d`'s value "adjoint"): an even length whose half is a packed block
+    transform."""
+    return n % 2 == 0 and factorize(n) is not None and block_fits(n // 2, precision)
+
+
 def stft_1d(
     backend: Backend, src: Any, dst: Any, window: Any, pad_table: Any, *, n: int,
     framing: Framing, signals: int, onesided: bool, value: str, eps: float, scale: float,
     precision: str, src_storage: str, dst_storage: str, src_strides: Strides,
     bank: BankReduce | None = None, bands: Any = None, weights: Any = None,
-    exponent: float = 2.0,
+    exponent: float = 2.0, inverse_scale: float = 1.0,
 ) -> None:  # fmt: skip
     """The STFT of ``signals`` real signals (rows of ``src``) into ``dst``: frame-major rows
     of ``n // 2 + 1`` (``onesided``) or ``n`` bins, each stored as ``value`` (complex,
@@ -306,13 +313,19 @@ def stft_1d(
     ``value`` "cotangent" (one-sided only): each bin's complex ``F e |X| ** (e - 2) X``,
     halved off DC and Nyquist, for ``e`` = ``exponent`` and real factors ``F`` given as
     ``weights`` (compute precision, laid out like ``dst``): the input of the one-sided
-    stft's adjoint for a cotangent ``F`` of ``|X| ** e`` (plan.StoreSpec)."""
+    stft's adjoint for a cotangent ``F`` of ``|X| ** e`` (plan.StoreSpec).
+
+    ``value`` "adjoint" (one-sided, :func:`adjoint_fusable`): that adjoint in the same
+    kernel -- the cotangent's inverse real FFT scaled by ``inverse_scale``, times the window:
+    frame-major rows of ``n`` real samples in ``dst``, to be overlap-added (no window)."""
     if signals == 0 or framing.frames == 0:
         return
-    if value == "cotangent":
+    if value in ("cotangent", "adjoint"):
         if not onesided or bank is not None:
-            raise ValueError("the cotangent store needs the one-sided spectrum and no bank")
-        bank = CotangentStore(float(exponent))
+            raise ValueError(f"the {value} store needs the one-sided spectrum and no bank")
+        if value == "adjoint" and not adjoint_fusable(n, precision):
+            raise ValueError(f"the adjoint of a {n}-point stft is not one {precision} kernel")
+        bank = CotangentStore(float(exponent), float(inverse_scale))
     program = _stft_program(n, framing, signals, onesided, value, float(eps), float(scale),
                             precision, src_storage, dst_storage, src_strides, bank)  # fmt: skip
     program.run(backend, src, dst, {_WINDOW: window, _PAD_TABLE: pad_table, _BANDS: bands,
@@ -332,6 +345,8 @@ def _stft_program(n, framing, signals, onesided, value, eps, scale, precision, s
     load = LoadSpec(USER, "real", src_storage, frames=framing.pad_kind, window=True)
     mode = "half" if onesided else "complex"
     outs = _rows(n // 2 + 1 if onesided else n)
+    if value == "adjoint":  # frames of real samples
+        mode, outs = "real", _rows(n)
     reduce = {}
     if isinstance(bank, BankReduce):
         if not onesided:
@@ -398,7 +413,7 @@ def _pack(n, precision, load, store) -> str:
         return ""
     if not block_fits(n // 2, precision):
         return ""
-    if load.mode == "real" and store.mode == "half":
+    if load.mode == "real" and (store.mode == "half" or store.value == "adjoint"):
         return "r2c"
     if load.mode == "hermitian" and store.mode == "real":
         return "c2r"
@@ -431,11 +446,13 @@ class BankReduce:
 
 @dataclass(frozen=True)
 class CotangentStore:
-    """The launch arguments of an stft of value "cotangent": the exponent ``e`` of
-    ``F e |X| ** (e - 2) X`` (the factors ``F`` travel as the bank's weights pointer, the
-    kernel argument both stores read)."""
+    """The launch arguments of an stft of value "cotangent" or "adjoint": the exponent ``e``
+    of ``F e |X| ** (e - 2) X`` (the factors ``F`` travel as the bank's weights pointer, the
+    kernel argument both stores read) and the adjoint's inverse scale (as the bank's dB
+    factor)."""
 
     exponent: float
+    inverse_scale: float = 1.0
 
 
 def _block_args(
@@ -456,7 +473,7 @@ def _block_args(
         bank_args = (ptr(_BANDS), ptr(_WEIGHTS), bank.n_bands, float(bank.db_factor or 0.0),
                      float(bank.exponent))  # fmt: skip
     elif isinstance(bank, CotangentStore):
-        bank_args = (0, ptr(_WEIGHTS), 0, 0.0, float(bank.exponent))
+        bank_args = (0, ptr(_WEIGHTS), 0, float(bank.inverse_scale), float(bank.exponent))
     return (
         ptr(src), ptr(dst), ptr(table), ptr(load_table), ptr(store_table), batch, float(scale),
         ins.inner, ins.outer_stride, ins.inner_stride, ins.elem_stride,
@@ -484,6 +501,8 @@ def _launch_block(backend, spec: BlockSpec, batch: int, args: tuple) -> None:
 def _block(backend, n, sign, precision, load, store, src, dst, scale, ins, outs, batch,
            load_table, store_table, framing=None, eps=0.0, bank=None) -> None:  # fmt: skip
     pack = _pack(n, precision, load, store)
+    if store.value == "adjoint" and pack != "r2c":
+        raise ValueError(f"the adjoint of a {n}-point stft needs a packed block kernel")
     size = n // 2 if pack else n
     # Strided elements with adjacent transforms: move whole tiles through shared memory.
     load_staged = (not pack and not load.frames and ins.elem_stride != 1 and ins.inner > 1
@@ -549,5 +568,5 @@ def _passes(backend, n, sign, precision, load, store, src, dst, scale, src_strid
         current = target
 
 
-__all__ = ["CANONICAL", "BankReduce", "Framing", "Strides", "stage_radices", "stft_1d",
-           "stft_fusable", "transform_1d"]  # fmt: skip
+__all__ = ["CANONICAL", "BankReduce", "Framing", "Strides", "adjoint_fusable", "stage_radices",
+           "stft_1d", "stft_fusable", "transform_1d"]  # fmt: skip

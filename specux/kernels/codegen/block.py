@@ -176,6 +176,8 @@ def _load_lambda(spec: BlockSpec) -> str:
 def _store_lambda(spec: BlockSpec) -> str:
     store = spec.store
     value = store.value
+    if value == "adjoint":
+        return _adjoint_store_lambda(spec)
     out_t = _storage_type(store.storage, store.mode if value in _COMPLEX_VALUES else "real")
     lines = [
         "    auto store = [&](long long base, long long g, cpx v) {",
@@ -196,7 +198,7 @@ def _store_lambda(spec: BlockSpec) -> str:
     if value == "complex":
         result = "v.re" if store.mode == "real" else "v"
     elif value == "cotangent":
-        lines += _cotangent(spec, target)
+        lines += _cotangent(target.replace("out[", "((const real_t*)weights)[", 1))
         result = "v"
     else:
         lines.append("        const real_t power = v.re * v.re + v.im * v.im;")
@@ -217,12 +219,11 @@ def _store_lambda(spec: BlockSpec) -> str:
 _COMPLEX_VALUES = ("complex", "cotangent")
 
 
-def _cotangent(spec: BlockSpec, target: str) -> list[str]:
+def _cotangent(factor: str) -> list[str]:
     """``v`` (bin g of X) -> the r2c adjoint's input for a real cotangent F of ``|X| ** e``:
     ``F d|X|^e / dX* = F e |X|^(e - 2) X`` (zero where X is, for e < 2), halved off DC and
-    Nyquist (the one-sided spectrum's Hermitian weights). F is read from ``weights`` at the
-    output's own index; ``exponent`` is e."""
-    factor = target.replace("out[", "((const real_t*)weights)[", 1)
+    Nyquist (the one-sided spectrum's Hermitian weights). F is the expression ``factor``
+    (the ``weights`` argument at the bin's index); ``exponent`` is e."""
     return [
         f"        real_t f = {factor};",
         "        if (2 * g != 0 && 2 * g != logical) f *= (real_t)0.5;",
@@ -235,6 +236,20 @@ def _cotangent(spec: BlockSpec, target: str) -> list[str]:
         "        }",
         "        v.re *= f; v.im *= f;",
     ]
+
+
+def _adjoint_store_lambda(spec: BlockSpec) -> str:
+    """The store of the fused adjoint (StoreSpec.value ``adjoint``, :func:`_adjoint`): real
+    sample g of the inverse transform, scaled by ``factor`` and weighted by the window."""
+    out_t = _storage_type(spec.store.storage, "real")
+    target = "out[base + g]" if spec.unit_out else "out[base + g * out_elem_stride]"
+    return "\n".join([
+        "    auto store = [&](long long base, long long g, cpx v) {",
+        f"        {out_t}* out = ({out_t}*)out_ptr;",
+        "        const real_t y = v.re * (real_t)factor;",
+        f"        put(&{target}, y * ((const real_t*)window)[g]);",
+        "    };",
+    ])  # fmt: skip
 
 
 def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
@@ -354,27 +369,42 @@ def untangle_slots(spec: BlockSpec) -> int:
     registers (:func:`_untangled_last_stage`), or 0 when it does not: packed real
     transforms (``pack`` r2c) whose last stage has at least one pair per thread. With fewer
     (the last radix as wide as the first: 256 = 16 x 16), half the threads would idle in
-    the last stage, and the kernel keeps the exchange through shared memory."""
-    if spec.pack != "r2c" or spec.store_staged:
+    the last stage, and the kernel keeps the exchange through shared memory. The fused
+    adjoint (StoreSpec.value ``adjoint``) keeps it too (:func:`_adjoint`)."""
+    if spec.pack != "r2c" or spec.store_staged or spec.store.value == "adjoint":
         return 0
     s = spec.n // (spec.radices or (1,))[-1]  # the last stage's butterflies
     slots = s // 2 if s % 2 == 0 else (s + 1) // 2
     return slots if slots >= spec.threads else 0
 
 
+# X[bin] (``x``) of the 2n-point half spectrum from ``za`` = Z[bin mod n] and ``zb`` =
+# Z[(n - bin) mod n] of the n-point transform Z of the packed samples:
+# X[k] = (Z[k] + conj Z[n-k]) / 2 - i W^k (Z[k] - conj Z[n-k]) / 2, W = exp(-2 pi i / 2n).
+_UNTANGLE = (
+    "const cpx zc = {zb.re, -zb.im};",
+    "const cpx e = {(real_t)0.5 * (za.re + zc.re), (real_t)0.5 * (za.im + zc.im)};",
+    "const cpx d = {(real_t)0.5 * (za.re - zc.re), (real_t)0.5 * (za.im - zc.im)};",
+    "const cpx wd = cmul(tw(bin), d);",
+    "const cpx x = {e.re + wd.im, e.im - wd.re};",
+)
+
+# Its inverse (c2r's load): Z[k] (``z``) of the packed n-point transform from ``a`` = X[k]
+# and ``b`` = conj X[n - k] (X[n] for k = 0; DC's and Nyquist's imaginary parts dropped):
+# Z[k] = (a + b) + i W^k (a - b), W = exp(+2 pi i / 2n) (``tw`` of an inverse kernel).
+_TANGLE = (
+    "const cpx d = cmul(tw(k), csub(a, b));",
+    "cpx z = {a.re + b.re - d.im, a.im + b.im + d.re};",
+)
+
+
 def _untangle(spec: BlockSpec, k: str, za: str, zb: str) -> list[str]:
-    """Bin ``k`` of the 2n-point half spectrum from ``za`` = Z[k mod n] and ``zb`` =
-    Z[(n - k) mod n] of the n-point transform Z of the packed samples, stored:
-    X[k] = (Z[k] + conj Z[n-k]) / 2 - i W^k (Z[k] - conj Z[n-k]) / 2, W = exp(-2 pi i / 2n)."""
+    """Bin ``k`` of the 2n-point half spectrum (:data:`_UNTANGLE`), stored."""
     return [
         "{",
         f"    const int bin = {k};",
         f"    const cpx za = {za}, zb = {zb};",
-        "    const cpx zc = {zb.re, -zb.im};",
-        "    const cpx e = {(real_t)0.5 * (za.re + zc.re), (real_t)0.5 * (za.im + zc.im)};",
-        "    const cpx d = {(real_t)0.5 * (za.re - zc.re), (real_t)0.5 * (za.im - zc.im)};",
-        "    const cpx wd = cmul(tw(bin), d);",
-        "    const cpx x = {e.re + wd.im, e.im - wd.re};",
+        *[f"    {line}" for line in _UNTANGLE],
         *[f"    if (live) {stmt}" for stmt in _final_store(spec, "bin", "x")],
         "}",
     ]
@@ -441,6 +471,7 @@ def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]
 
 
 def _stages(spec: BlockSpec, barrier: str) -> list[str]:
+    """The transform's stages (butterflies in registers, shared memory between stages)."""
     n, threads = spec.n, spec.threads
     radices = spec.radices or (1,)
     direct_load = not spec.load_staged
@@ -488,6 +519,69 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
         lines.append("    }")
         stride *= radix
     return lines
+
+
+def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
+    """The fused adjoint of ``|stft(x)| ** e`` (StoreSpec.value ``adjoint``; an r2c kernel)
+    after its forward stages (which leave Z, the packed transform, in shared memory): the
+    thread of pair j (bins j and n - j, j = 0 .. n / 2; j = 0 pairs DC with Nyquist)
+    untangles X[j] and X[n - j] (:data:`_UNTANGLE`) from the Z values at j and n - j, forms
+    each bin's cotangent (:func:`_cotangent`, its factor from ``weights``: n + 1 per
+    transform) and tangles the two back (:data:`_TANGLE`, the c2r kernel's load) into the
+    same two slots, in place; then the inverse stages (conjugate roots) run on them and
+    store the real samples through the window (:func:`_adjoint_store_lambda`). The spectrum
+    never leaves the block, and every operation is the one the stft kernel's cotangent store
+    and the c2r kernel do, in their order.
+
+    The inverse stages take the thread's index anew (Dialect.fresh_tid): sharing the
+    forward stages' identical index arithmetic, the compiler kept it live through the whole
+    kernel (128 registers for n_fft 1024, not 75-80). Untangling in the last stage's
+    registers (as the r2c kernels do) was measured slower here: the tangled values must be
+    held until every thread has read that stage's inputs (docs/benchmarks.md)."""
+    n, threads, barrier = spec.n, spec.threads, dialect.barrier
+    pairs = n // 2 + 1
+    fresh = dialect.fresh_tid if spec.per_block == 1 else f"{dialect.fresh_tid} % {threads}"
+    scale = "        v.re *= (real_t)scale; v.im *= (real_t)scale;" if spec.store.scaled else ""
+    lines = [
+        "    auto untangled = [&](int bin, cpx za, cpx zb) -> cpx {",
+        *[f"        {line}" for line in _UNTANGLE],
+        "        return x;",
+        "    };",
+        "    auto cotangent = [&](long long g, cpx v) -> cpx {",
+        scale,
+        *[f"    {line}" for line in _cotangent(f"((const real_t*)weights)[b * {n + 1}LL + g]")],
+        "        return v;",
+        "    };",
+        "    auto itw = [&](int index) -> cpx {",
+        "        cpx w = tw_table[index]; w.im = -w.im; return w;",
+        "    };",
+        "    auto tangled = [&](int k, cpx a, cpx b) -> cpx {",
+        "        auto tw = itw;",
+        *[f"        {line}" for line in _TANGLE],
+        "        return z;",
+        "    };",
+        f"    for (int r = 0; r < {-(-pairs // threads)}; ++r) {{  // pair j: slots j and n - j",
+        f"        const int j = t + r * {threads};",
+        f"        if (!live || j >= {pairs}) continue;",
+        f"        const int m = {n} - j, jm = j == 0 ? 0 : m;",
+        "        const cpx za = my[skew(j)], zb = my[skew(jm)];",
+        "        const cpx gj = cotangent(j, untangled(j, za, zb));",
+        "        const cpx gm = cotangent(m, untangled(m, zb, za));",
+        "        if (j == 0) {  // DC and Nyquist: real parts only",
+        "            my[skew(0)] = tangled(0, cpx{gj.re, 0}, cpx{gm.re, 0});",
+        "        } else {",
+        "            my[skew(j)] = tangled(j, gj, cpx{gm.re, -gm.im});",
+        "            my[skew(m)] = tangled(m, gm, cpx{gj.re, -gj.im});",
+        "        }",
+        "    }",
+        f"    {barrier}  // every pair is tangled",
+        "    {  // the inverse transform (conjugate roots), stored as real samples",
+        "    auto tw = itw;",
+        f"    const int t = {fresh};",
+        *_stages(dataclasses.replace(spec, sign=1, pack="c2r", load_staged=True), barrier),
+        "    }",
+    ]
+    return [line for line in lines if line]
 
 
 def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
@@ -545,16 +639,15 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
             f"        cpx w = {{(real_t)c, (real_t)({sign}s)}};\n"
             "        return w;\n    };"
         )
-    if spec.pack == "c2r":
-        # Z[k] = (X[k] + X[k+h]) + i W^k (X[k] - X[k+h]), W = exp(sign 2 pi i / 2h)
-        body.append(
-            "    auto unpack = [&](long long base, long long g0, int k) -> cpx {\n"
-            "        const cpx a = load(base, g0 + (long long)k * in_jmul);\n"
-            f"        const cpx b = load(base, g0 + (long long)(k + {n}) * in_jmul);\n"
-            "        const cpx d = cmul(tw(k), csub(a, b));\n"
-            "        cpx z = {a.re + b.re - d.im, a.im + b.im + d.re};\n"
-            "        return z;\n    };"
-        )
+    if spec.pack == "c2r":  # _TANGLE of X[k] and X[k + n] (the Hermitian load mirrors it)
+        body += [
+            "    auto unpack = [&](long long base, long long g0, int k) -> cpx {",
+            "        const cpx a = load(base, g0 + (long long)k * in_jmul);",
+            f"        const cpx b = load(base, g0 + (long long)(k + {n}) * in_jmul);",
+            *[f"        {line}" for line in _TANGLE],
+            "        return z;",
+            "    };",
+        ]
     if per_block == 1:
         body += ["    const int t = tid;", "    const int s = 0;"]
     else:
@@ -584,7 +677,9 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body += [f"            {stmt}" for stmt in _final_store(spec, "j", "v", "2")]
         body.append("        }")
         body.append("    }")
-    if spec.pack == "r2c" and not untangle_slots(spec):
+    if spec.store.value == "adjoint":
+        body += _adjoint(spec, dialect)
+    elif spec.pack == "r2c" and not untangle_slots(spec):
         # bins k = 0 .. n from the transform in shared memory (Z[n] is Z[0])
         reps = -(-(n + 1) // threads)
         body.append(f"    for (int r = 0; r < {reps}; ++r) {{")

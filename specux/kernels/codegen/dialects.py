@@ -24,6 +24,10 @@ class Dialect:
     block_open: str  # format fields: name, params, threads
     block_close: str  # format fields: name, params, args
     barrier: str
+    # ``tid`` read anew: a value the compiler cannot equate with ``tid``, so the index
+    # arithmetic of a later phase of a kernel (the fused adjoint's inverse stages) is not
+    # shared with -- and kept live since -- an earlier phase's identical expressions.
+    fresh_tid: str
 
 
 _CUDA_PRELUDE = r"""
@@ -44,6 +48,10 @@ __device__ __forceinline__ unsigned short specux_f2b(float f) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)0x7fc0;
     u += 0x7fffu + ((u >> 16) & 1u);
     return (unsigned short)(u >> 16);
+}
+// threadIdx.x by a volatile read (see Dialect.fresh_tid)
+__device__ __forceinline__ int specux_fresh_tid() {
+    int t; asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t)); return t;
 }
 __device__ __forceinline__ void specux_sincospi(double x, double* s, double* c) {
     sincospi(x, s, c);
@@ -104,6 +112,7 @@ CUDA = Dialect(
     ),
     block_close="}}\n",
     barrier="__syncthreads();",
+    fresh_tid="specux_fresh_tid()",
 )
 
 CPP = Dialect(
@@ -145,6 +154,7 @@ CPP = Dialect(
         "}}\n"
     ),
     barrier="specux_barrier->arrive_and_wait();",
+    fresh_tid="tid",  # compiled at -O0: nothing is shared between phases
 )
 
 DIALECTS = {d.name: d for d in (CUDA, CPP)}

@@ -228,10 +228,11 @@ def power_adjoint(x: torch.Tensor, window, p: StftParams, power: float,
                   grad: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """The gradient of ``sum(grad * |stft(x)| ** power)`` w.r.t. ``x`` (one-sided; ``grad``
     ``(..., n_freq, n_frames)``; :func:`power_adjoint_fused` must hold): the stft kernel
-    stores each bin's cotangent instead of X (the cotangent store, :func:`fft_exec.stft_1d`;
-    X is never written), then the inverse real FFT of every frame and the overlap-add through
-    the padding (weighting the frames by the window as it sums them when no padding folds
-    back)."""
+    stores each bin's cotangent instead of X (X is never written), then the inverse real FFT
+    of every frame and the overlap-add through the padding (weighting the frames by the
+    window). For an even n_fft whose half is a block transform the stft kernel does the
+    inverse FFT and the window too (transform_exec.stft's value "adjoint": the cotangent
+    never leaves the block); else the cotangent store and a c2r kernel."""
     if not power_adjoint_fused(x, p):
         raise ValueError(f"power_adjoint: a {p.n_fft}-point stft does not fit one block kernel")
     src_storage, precision = _storage(x)
@@ -240,19 +241,28 @@ def power_adjoint(x: torch.Tensor, window, p: StftParams, power: float,
     xd, rows = _rows(x)
     length = x.shape[-1]
     w = full_window(p, window, precision, backend)
-    cotangent = torch.empty(factors.shape, dtype=_spectrum_dtype(precision, "complex"),
-                            device=x.device)  # fmt: skip
-    if cotangent.numel():
-        transform_exec.stft(backend, xd, cotangent, w, signals=rows, sig_len=length,
-                            n_fft=p.n_fft, hop=p.hop_length, pad=p.pad, mode=p.pad_mode,
-                            onesided=True, value="cotangent", eps=0.0,
-                            scale=axis_scale(p.n_fft, p.fft_norm, False), precision=precision,
-                            src_storage=src_storage, dst_storage=precision, weights=factors,
-                            exponent=power)  # fmt: skip
-    frames = cuda_fft.c2r(cotangent, [-1], p.n_fft, dual_norm(p.fft_norm))
-    if transform_exec.folds(p.pad, p.pad_mode):  # the fold reads unweighted frames
-        frames.mul_(w)
-        w = None
+    common = dict(signals=rows, sig_len=length, n_fft=p.n_fft, hop=p.hop_length, pad=p.pad,
+                  mode=p.pad_mode, onesided=True, eps=0.0,
+                  scale=axis_scale(p.n_fft, p.fft_norm, False), precision=precision,
+                  src_storage=src_storage, dst_storage=precision, weights=factors,
+                  exponent=power)  # fmt: skip
+    if transform_exec.adjoint_fusable(p.n_fft, precision):
+        frames = torch.empty((*factors.shape[:-1], p.n_fft), dtype=_dtype(precision),
+                             device=x.device)  # fmt: skip
+        if frames.numel():
+            transform_exec.stft(backend, xd, frames, w, value="adjoint",
+                                inverse_scale=axis_scale(p.n_fft, dual_norm(p.fft_norm), True),
+                                **common)  # fmt: skip
+        w = None  # weighted in the kernel
+    else:
+        cotangent = torch.empty(factors.shape, dtype=_spectrum_dtype(precision, "complex"),
+                                device=x.device)  # fmt: skip
+        if cotangent.numel():
+            transform_exec.stft(backend, xd, cotangent, w, value="cotangent", **common)
+        frames = cuda_fft.c2r(cotangent, [-1], p.n_fft, dual_norm(p.fft_norm))
+        if transform_exec.folds(p.pad, p.pad_mode):  # the fold reads unweighted frames
+            frames.mul_(w)
+            w = None
     out = torch.empty((*frames.shape[:-2], length), dtype=frames.dtype, device=x.device)
     transform_exec.overlap_add(backend, frames, out, rows=rows, sig_len=length,
                                frame_len=p.n_fft, hop=p.hop_length, pad=p.pad,
