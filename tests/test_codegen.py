@@ -329,11 +329,14 @@ def _transform_families(recorder):
                                     precision=precision, src_storage=storage,
                                     dst_storage=precision, exponent=1.5)  # fmt: skip
             if onesided and transform_exec.adjoint_fusable(n_fft, precision):  # all of it
-                transform_exec.stft(recorder, None, None, None, signals=1, sig_len=4 * n_fft,
-                                    n_fft=n_fft, hop=n_fft // 4, pad=n_fft // 2, mode="reflect",
-                                    onesided=True, value="adjoint", eps=0.0, scale=1.0,
-                                    precision=precision, src_storage=storage,
-                                    dst_storage=precision, exponent=1.5)  # fmt: skip
+                for width in (0, 8):  # its factors given, or through a bank's transpose
+                    transform_exec.stft(recorder, None, None, None, signals=1,
+                                        sig_len=4 * n_fft, n_fft=n_fft, hop=n_fft // 4,
+                                        pad=n_fft // 2, mode="reflect", onesided=True,
+                                        value="adjoint", eps=0.0, scale=1.0,
+                                        precision=precision, src_storage=storage,
+                                        dst_storage=precision, exponent=1.5,
+                                        expand_width=width)  # fmt: skip
             for power, db in ((2.0, None), (1.0, 20.0), (1.5, None)):  # the fused filterbank
                 transform_exec.stft(recorder, None, None, None, signals=1, sig_len=4 * n_fft,
                                     n_fft=n_fft, hop=n_fft // 4, pad=n_fft // 2, mode="constant",
@@ -401,6 +404,7 @@ def test_every_kernel_family_compiles_with_nvrtc():
     assert {spec.store.value for spec in blocks} == {"complex", "magnitude", "power", "db", "pow",
                                                      "cotangent", "adjoint"}
     assert {spec.store.reduce for spec in blocks} == {"", "bank", "bank_db"}
+    assert {spec.store.expand for spec in blocks} == {False, True}
 
     def compile_one(spec):
         source, name, _ = render(spec, CUDA)

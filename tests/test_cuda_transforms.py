@@ -636,6 +636,12 @@ GRAD_CASES = {
         ),
         [("x", (2, 2000)), ("w", 257)],
     ),
+    # bank_adjoint with a filterbank tensor (a module's buffer: its transpose's sparse tables
+    # built once) in the fused adjoint kernel
+    "mel-module-bank": (
+        lambda x: _mel_module(x.device, x.dtype)(x),
+        [("x", (2, 3000))],
+    ),
     "mfcc": (
         lambda x: specux.mfcc(x, **PERF, n_mfcc=20, n_mels=80, lifter=22.0),
         [("x", (2, 4000))],
@@ -654,6 +660,13 @@ GRAD_CASES = {
         [("z", (2, 101)), ("y", (1, 1031))],
     ),
 }
+
+
+def _mel_module(device, dtype):
+    import specux.nn
+
+    module = specux.nn.MelSpectrogram(sr=16000, n_fft=512, hop_length=128, n_mels=40)
+    return module.to(device=device, dtype=dtype)
 
 
 def _grad_inputs(spec, seed):
@@ -730,6 +743,11 @@ GRADCHECK_CASES = {
     "melspectrogram": (
         lambda x: specux.melspectrogram(x, sr=8000, n_fft=16, hop_length=4, n_mels=6),
         [("x", (2, 60))],
+    ),
+    "melspectrogram-db-reflect": (  # the fused bank adjoint, the reflect padding folded back
+        lambda x: specux.melspectrogram(x, sr=8000, n_fft=32, hop_length=5, n_mels=6,
+                                        pad_mode="reflect", output="db"),
+        [("x", (2, 70))],
     ),
     "mfcc": (
         lambda x: specux.mfcc(x, sr=8000, n_mfcc=5, lifter=22.0, n_fft=17, hop_length=5, n_mels=8),

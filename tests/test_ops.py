@@ -146,6 +146,27 @@ def _samples(name):
             ("bank-tensor-p1.5-db", bank_args((20,), None, 8, 2, True, "replicate", 1.5, True,
                                               "db")),  # fmt: skip
         ]
+    if name == "bank_adjoint":
+        from specux.meta import shapes
+
+        mel = ('{"fmax": null, "fmin": 0.0, "htk": false, "kind": "mel", "n_fft": 16, '
+               '"n_mels": 4, "norm": "slaney", "sr": 8000.0}')  # fmt: skip
+
+        def bank_adjoint_args(shape, n_fft, hop, center, mode, power, bands):
+            def make():
+                *batch, _, count = shapes.stft_shape(shape, n_fft, hop,
+                                                     n_fft // 2 if center else 0, True)  # fmt: skip
+                bank = None if bands is None else torch.rand((bands, n_fft // 2 + 1), dtype=r)
+                n_out = 4 if bands is None else bands
+                return (_make(shape, r), None, "hann", n_fft, hop, n_fft, center, mode, power,
+                        bank, mel if bands is None else "", _make((*batch, n_out, count), r))
+            return make
+        return [
+            ("mel-power", bank_adjoint_args((2, 40), 16, 4, True, "reflect", 2.0, None)),
+            ("tensor-magnitude", bank_adjoint_args((30,), 8, 3, False, "constant", 1.0, 3)),
+            ("mel-p1.5", bank_adjoint_args((2, 33), 16, 5, True, "replicate", 1.5, None)),
+            ("empty-batch", bank_adjoint_args((0, 20), 16, 2, True, "constant", 2.0, None)),
+        ]
     if name == "project":
         dct = ('{"dct_type": 2, "kind": "dct", "lifter": 22.0, "n_in": 6, "n_out": 4, '
                '"norm": "ortho"}')  # fmt: skip
@@ -311,6 +332,44 @@ def test_backward_constants_are_cached_only_in_plain_eager_code():
     assert torch.equal(first.reshape(-1), expected)
     odd = ops_fft._hermitian_weights(grad, -1, 17, 2.0).reshape(-1)  # no Nyquist bin
     assert odd[0] == 1.0 and torch.all(odd[1:] == 2.0)
+
+
+@pytest.mark.parametrize("bank", ["named", "tensor"])
+def test_bank_adjoint_is_power_adjoint_of_the_banks_transpose(bank):
+    """bank_adjoint(x, G) = power_adjoint(x, bank^T G), checks G's shape and the bank's
+    width, refuses to differentiate the window; the filterbank spectrogram's backward runs
+    through it (the same gradient as the composite chain with a window needing one)."""
+    from specux.meta import matrices
+    from specux.meta.matrices import MatrixSpec
+
+    key = ('{"fmax": null, "fmin": 0.0, "htk": false, "kind": "mel", "n_fft": 32, '
+           '"n_mels": 6, "norm": "slaney", "sr": 8000.0}')  # fmt: skip
+    dense = torch.tensor(matrices.matrix(MatrixSpec.from_key(key), "float64"))  # a copy
+    tensor, spec = (None, key) if bank == "named" else (dense.clone(), "")
+    x = _make((2, 90), F64)
+    g = _make((2, 6, 10), F64)
+    args = (x, None, "hann", 32, 10, 32, True, "reflect", 1.5)
+    got = torch.ops.specux.bank_adjoint(*args, tensor, spec, g)
+    ref = torch.ops.specux.power_adjoint(*args[:8], False, 1.5, dense.T @ g)
+    assert (got - ref).abs().max() <= TOLERANCES["float64"] * ref.abs().max()
+    with pytest.raises(RuntimeError, match="grad of shape"):
+        torch.ops.specux.bank_adjoint(*args, tensor, spec, g[..., :9])
+    with pytest.raises(RuntimeError, match="columns"):
+        torch.ops.specux.bank_adjoint(x, None, "hann", 30, 10, 30, True, "reflect", 1.5,
+                                      tensor, spec, _make((2, 6, 10), F64))  # fmt: skip
+    window = torch.hann_window(32, periodic=True, dtype=F64)
+    y = torch.ops.specux.bank_adjoint(x, window.requires_grad_(True), "array", *args[3:],
+                                      tensor, spec, g)  # fmt: skip
+    with pytest.raises(RuntimeError, match="no gradient with respect to the window"):
+        torch.autograd.grad(y.sum(), window)
+    xg = x.clone().requires_grad_(True)
+    grads = []
+    for w in ("hann", torch.hann_window(32, periodic=True, dtype=F64).requires_grad_(True)):
+        out = specux.melspectrogram(xg, sr=8000, n_fft=32, hop_length=10, n_mels=6, power=1.5,
+                                    window=w, pad_mode="reflect")  # fmt: skip
+        grads.append(torch.autograd.grad((out * g).sum(), xg)[0])
+    err = (grads[0] - grads[1]).abs().max() / grads[1].abs().max()
+    assert err <= TOLERANCES["float64"]
 
 
 def test_power_adjoint_checks_its_gradient_and_matches_the_composite_backward():

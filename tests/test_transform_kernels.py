@@ -190,7 +190,7 @@ def test_emulated_cotangent_store(case, exponent, rng):
     transform_exec.stft(emulate.HostBackend(), x, got, window, signals=2, sig_len=length,
                         n_fft=n_fft, hop=hop, pad=p.pad, mode=mode, onesided=True,
                         value="cotangent", eps=0.0, scale=1.0, precision="float64",
-                        src_storage="float64", dst_storage="float64", weights=factors,
+                        src_storage="float64", dst_storage="float64", factors=factors,
                         exponent=exponent)  # fmt: skip
     assert _peak_error(got, ref) <= TOLERANCES["float64"]
 
@@ -211,7 +211,7 @@ def _adjoint_chain(x, p: StftParams, factors, exponent: float):
     common = dict(signals=signals, sig_len=length, n_fft=n_fft, hop=p.hop_length, pad=p.pad,
                   mode=p.pad_mode, onesided=True, eps=0.0,
                   scale=axis_scale(n_fft, p.fft_norm, False), precision=precision,
-                  src_storage=precision, dst_storage=precision, weights=factors,
+                  src_storage=precision, dst_storage=precision, factors=factors,
                   exponent=exponent)  # fmt: skip
     fused = np.zeros((signals, count, n_fft), dtype=x.dtype)
     transform_exec.stft(backend, x, fused, window, value="adjoint", inverse_scale=inverse,
@@ -263,6 +263,40 @@ def test_emulated_fused_adjoint_is_the_chain_bit_for_bit(case, rng):
         assert _peak_error(grad_x, ref) <= TOLERANCES["float64"]
 
 
+@pytest.mark.parametrize("case", [(64, 16, 300, "reflect", 2.0, np.float64, 10),
+                                  (400, 160, 900, "constant", 1.0, np.float32, 24)],
+                         ids=lambda c: "-".join(map(str, c[:6])))  # fmt: skip
+def test_emulated_fused_bank_adjoint_is_the_gather_then_the_adjoint(case, rng):
+    """With a filterbank's cotangent G (expand_width), the fused adjoint forms each bin's
+    factor as the bank gather kernel forms bank^T G (the same terms in the same order): the
+    same bits as that gather (the project op's kernel) followed by the fused adjoint."""
+    n_fft, hop, length, mode, exponent, dtype, n_mels = case
+    p = _params(n_fft, hop, True, mode)
+    precision = _PRECISION[dtype]
+    x = rng.standard_normal((2, length)).astype(dtype)
+    count = 1 + (length + 2 * p.pad - n_fft) // hop
+    grad = rng.standard_normal((2, count, n_mels)).astype(dtype)  # frame-major
+    bands, weights, _ = transform_exec.sparse_tables(
+        filters.mel(sr=16000, n_fft=n_fft, n_mels=n_mels).T, precision
+    )
+    backend = emulate.HostBackend()
+    factors = np.zeros((2, count, p.n_freq), dtype=dtype)
+    transform_exec.bank(backend, grad, factors, bands, weights, rows=2 * count, n_in=n_mels,
+                        n_out=p.n_freq, exponent=1.0, db_factor=None, eps=0.0,
+                        storage=precision, precision=precision)  # fmt: skip
+    window = np.array(cpu_stft.full_window(p, None, dtype))
+    common = dict(signals=2, sig_len=length, n_fft=n_fft, hop=hop, pad=p.pad, mode=mode,
+                  onesided=True, eps=0.0, scale=1.0, precision=precision,
+                  src_storage=precision, dst_storage=precision, exponent=exponent,
+                  value="adjoint", inverse_scale=1.0)  # fmt: skip
+    chain = np.zeros((2, count, n_fft), dtype=dtype)
+    transform_exec.stft(backend, x, chain, window, factors=factors, **common)
+    fused = np.zeros_like(chain)
+    transform_exec.stft(backend, x, fused, window, factors=grad, bands=bands, weights=weights,
+                        expand_width=n_mels, **common)  # fmt: skip
+    assert np.array_equal(fused, chain) and np.abs(chain).max() > 0
+
+
 def test_fused_adjoint_needs_a_packed_even_length():
     from specux.kernels.fft_exec import adjoint_fusable
 
@@ -275,7 +309,7 @@ def test_fused_adjoint_needs_a_packed_even_length():
                             np.ones(15), signals=1, sig_len=40, n_fft=15, hop=8, pad=0,
                             mode="constant", onesided=True, value="adjoint", eps=0.0,
                             scale=1.0, precision="float64", src_storage="float64",
-                            dst_storage="float64", weights=np.zeros((1, 5, 8)))  # fmt: skip
+                            dst_storage="float64", factors=np.zeros((1, 5, 8)))  # fmt: skip
 
 
 FRAME_CASES = [

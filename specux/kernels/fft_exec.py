@@ -146,7 +146,7 @@ class _Ref:
 
 _SRC, _DST = _Ref("src"), _Ref("dst")
 _WINDOW, _PAD_TABLE = _Ref("window"), _Ref("pad table")
-_BANDS, _WEIGHTS = _Ref("bands"), _Ref("weights")
+_BANDS, _WEIGHTS, _FACTORS = _Ref("bands"), _Ref("weights"), _Ref("factors")
 
 
 class _Program:
@@ -297,7 +297,8 @@ def stft_1d(
     framing: Framing, signals: int, onesided: bool, value: str, eps: float, scale: float,
     precision: str, src_storage: str, dst_storage: str, src_strides: Strides,
     bank: BankReduce | None = None, bands: Any = None, weights: Any = None,
-    exponent: float = 2.0, inverse_scale: float = 1.0,
+    factors: Any = None, exponent: float = 2.0, inverse_scale: float = 1.0,
+    expand_width: int = 0,
 ) -> None:  # fmt: skip
     """The STFT of ``signals`` real signals (rows of ``src``) into ``dst``: frame-major rows
     of ``n // 2 + 1`` (``onesided``) or ``n`` bins, each stored as ``value`` (complex,
@@ -311,13 +312,16 @@ def stft_1d(
     and ``weights`` (compute precision) describe the sparse bank.
 
     ``value`` "cotangent" (one-sided only): each bin's complex ``F e |X| ** (e - 2) X``,
-    halved off DC and Nyquist, for ``e`` = ``exponent`` and real factors ``F`` given as
-    ``weights`` (compute precision, laid out like ``dst``): the input of the one-sided
-    stft's adjoint for a cotangent ``F`` of ``|X| ** e`` (plan.StoreSpec).
+    halved off DC and Nyquist, for ``e`` = ``exponent`` and real ``factors`` F (compute
+    precision, laid out like ``dst``): the input of the one-sided stft's adjoint for a
+    cotangent ``F`` of ``|X| ** e`` (plan.StoreSpec).
 
     ``value`` "adjoint" (one-sided, :func:`adjoint_fusable`): that adjoint in the same
     kernel -- the cotangent's inverse real FFT scaled by ``inverse_scale``, times the window:
-    frame-major rows of ``n`` real samples in ``dst``, to be overlap-added (no window)."""
+    frame-major rows of ``n`` real samples in ``dst``, to be overlap-added (no window). With
+    ``expand_width`` > 0, F = B^T G for the cotangent G of a filterbank B's output: ``factors``
+    holds G (frame-major rows of ``expand_width`` values) and ``bands`` / ``weights`` the
+    bank tables of B^T (:func:`transform_exec.bank_tables`; one band per bin)."""
     if signals == 0 or framing.frames == 0:
         return
     if value in ("cotangent", "adjoint"):
@@ -325,11 +329,13 @@ def stft_1d(
             raise ValueError(f"the {value} store needs the one-sided spectrum and no bank")
         if value == "adjoint" and not adjoint_fusable(n, precision):
             raise ValueError(f"the adjoint of a {n}-point stft is not one {precision} kernel")
-        bank = CotangentStore(float(exponent), float(inverse_scale))
+        if expand_width and value != "adjoint":
+            raise ValueError("factors through a bank need the fused adjoint")
+        bank = CotangentStore(float(exponent), float(inverse_scale), int(expand_width))
     program = _stft_program(n, framing, signals, onesided, value, float(eps), float(scale),
                             precision, src_storage, dst_storage, src_strides, bank)  # fmt: skip
     program.run(backend, src, dst, {_WINDOW: window, _PAD_TABLE: pad_table, _BANDS: bands,
-                                    _WEIGHTS: weights})  # fmt: skip
+                                    _WEIGHTS: weights, _FACTORS: factors})  # fmt: skip
 
 
 def _bank_value(exponent: float) -> str:
@@ -345,9 +351,10 @@ def _stft_program(n, framing, signals, onesided, value, eps, scale, precision, s
     load = LoadSpec(USER, "real", src_storage, frames=framing.pad_kind, window=True)
     mode = "half" if onesided else "complex"
     outs = _rows(n // 2 + 1 if onesided else n)
+    reduce = {}
     if value == "adjoint":  # frames of real samples
         mode, outs = "real", _rows(n)
-    reduce = {}
+        reduce = dict(expand=bank.expand_width > 0)
     if isinstance(bank, BankReduce):
         if not onesided:
             raise ValueError("a filterbank reduce needs the one-sided spectrum")
@@ -447,12 +454,12 @@ class BankReduce:
 @dataclass(frozen=True)
 class CotangentStore:
     """The launch arguments of an stft of value "cotangent" or "adjoint": the exponent ``e``
-    of ``F e |X| ** (e - 2) X`` (the factors ``F`` travel as the bank's weights pointer, the
-    kernel argument both stores read) and the adjoint's inverse scale (as the bank's dB
-    factor)."""
+    of ``F e |X| ** (e - 2) X``, the adjoint's inverse scale (as the bank's dB factor) and
+    the width of the rows G that expand through a bank's transpose into F (0: F given)."""
 
     exponent: float
     inverse_scale: float = 1.0
+    expand_width: int = 0
 
 
 def _block_args(
@@ -468,12 +475,14 @@ def _block_args(
     if framing is not None:
         cols, in_cm = framing.frames, framing.hop
         frame_args = (framing.sig_len, framing.pad, ptr(_PAD_TABLE), ptr(_WINDOW))
-    bank_args: tuple = (0, 0, 0, 0.0, 0.0)
+    bank_args: tuple = (0, 0, 0, 0, 0.0, 0.0)
     if isinstance(bank, BankReduce):
-        bank_args = (ptr(_BANDS), ptr(_WEIGHTS), bank.n_bands, float(bank.db_factor or 0.0),
+        bank_args = (ptr(_BANDS), ptr(_WEIGHTS), 0, bank.n_bands, float(bank.db_factor or 0.0),
                      float(bank.exponent))  # fmt: skip
     elif isinstance(bank, CotangentStore):
-        bank_args = (0, ptr(_WEIGHTS), 0, float(bank.inverse_scale), float(bank.exponent))
+        tables = (ptr(_BANDS), ptr(_WEIGHTS)) if bank.expand_width else (0, 0)
+        bank_args = (*tables, ptr(_FACTORS), bank.expand_width, float(bank.inverse_scale),
+                     float(bank.exponent))  # fmt: skip
     return (
         ptr(src), ptr(dst), ptr(table), ptr(load_table), ptr(store_table), batch, float(scale),
         ins.inner, ins.outer_stride, ins.inner_stride, ins.elem_stride,

@@ -127,6 +127,10 @@ class StoreSpec:
     # (in dB: factor * log10(max(s, eps))) -- block kernels only.
     reduce: str = ""
     bins: int = 0
+    # value "adjoint" with ``expand``: the factors F are a filterbank's transpose applied to
+    # launch-time rows G of ``n_bands`` values (F = bank^T G, through the bank tables of the
+    # transpose), the backward of a filterbank spectrogram in one kernel.
+    expand: bool = False
 
 
 @dataclass(frozen=True)

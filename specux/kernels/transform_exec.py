@@ -158,15 +158,18 @@ def bank(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
 def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, hop: int,
          pad: int, mode: str, onesided: bool, value: str, eps: float, scale: float,
          precision: str, src_storage: str, dst_storage: str, bank: BankReduce | None = None,
-         bands=None, weights=None, exponent: float = 2.0, inverse_scale: float = 1.0,
+         bands=None, weights=None, factors=None, exponent: float = 2.0,
+         inverse_scale: float = 1.0, expand_width: int = 0,
          frames: int | None = None) -> None:  # fmt: skip
     """The fused STFT (:func:`fft_exec.stft_1d`) of contiguous rows of ``sig_len`` samples;
     with ``bank``, the filterbank of its ``|X| ** bank.exponent`` in the same kernel; with
-    ``value`` "cotangent", the adjoint's input for the real cotangent ``weights`` of
+    ``value`` "cotangent", the adjoint's input for the real cotangent ``factors`` of
     ``|X| ** exponent``; with "adjoint", that adjoint's windowed frames (rows of ``n_fft``
     samples, for :func:`overlap_add` without a window; ``inverse_scale`` the inverse FFT's
-    normalization). ``frames``: how many frames per row (default: those the padded
-    signal holds; in "constant" mode, frames past its end read zeros)."""
+    normalization; ``expand_width``: ``factors`` are a filterbank's cotangent, expanded by
+    the bank tables ``bands`` / ``weights`` of its transpose). ``frames``: how many frames
+    per row (default: those the padded signal holds; in "constant" mode, frames past its end
+    read zeros)."""
     count = 1 + (sig_len + 2 * pad - n_fft) // hop if frames is None else frames
     kind, table = _padding(backend, sig_len, pad, mode)
     framing = Framing(hop, pad, sig_len, count, kind)
@@ -174,7 +177,8 @@ def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, h
             onesided=onesided, value=value, eps=eps, scale=scale, precision=precision,
             src_storage=src_storage, dst_storage=dst_storage,
             src_strides=Strides(1, sig_len, 0, 1), bank=bank, bands=bands,
-            weights=weights, exponent=exponent, inverse_scale=inverse_scale)  # fmt: skip
+            weights=weights, factors=factors, exponent=exponent, inverse_scale=inverse_scale,
+            expand_width=expand_width)  # fmt: skip
 
 
 # Overlap-save convolution (fftconvolve of real operands on the GPU, both CUDA routes)

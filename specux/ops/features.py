@@ -5,9 +5,10 @@ A bank or matrix is either given as a tensor (nn modules pass their buffers; gra
 it) or named by a :class:`~specux.meta.matrices.MatrixSpec` key and built inside the kernel.
 
 Backward of bank_spectrogram: with M = |X|**power and S = bank @ M,
-  grad_M = bank^T grad_S, then grad_x = power_adjoint(x, grad_M) (the spectrum is not stored);
-  with a bank or window that needs a gradient, grad_X = spectrum_cotangent(X, grad_M, power),
-  the complex stft adjoint, and grad_bank = sum over signals and frames of grad_S M^T.
+  grad_x = bank_adjoint(x, grad_S) = power_adjoint(x, bank^T grad_S) as one op (on CUDA one
+  kernel for an even n_fft: neither the spectrum nor grad_M is stored); with a bank or window
+  that needs a gradient, grad_M = bank^T grad_S, grad_X = spectrum_cotangent(X, grad_M,
+  power), the complex stft adjoint, and grad_bank = sum over signals and frames of grad_S M^T.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 
 from specux.compat.arrays import numpy_name
 from specux.kernels.cpu import features as cpu_features
-from specux.meta import matrices
+from specux.meta import matrices, shapes
 from specux.meta.matrices import MatrixSpec
 from specux.ops._declare import call, declare, from_numpy, numpy_dtype, to_numpy
 from specux.ops.stft import (
@@ -25,6 +26,7 @@ from specux.ops.stft import (
     db_cotangent,
     params_of,
     power_adjoint,
+    power_adjoint_vjp,
     spectrum_cotangent,
     stft,
 )
@@ -46,8 +48,6 @@ _BANK_SCHEMA = (
 
 def _bank_fake(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode, power,
                bank, bank_spec, output, eps):  # fmt: skip
-    from specux.meta import shapes
-
     *batch, _, count = shapes.stft_shape(
         x.shape, n_fft, hop_length, n_fft // 2 if center else 0, True
     )
@@ -103,12 +103,12 @@ def _bank_backward(ctx, grad):
         values = bank_spectrogram(x, window, window_name, n_fft, hop, win_length, center,
                                   pad_mode, power, bank, bank_spec, "power", eps)  # fmt: skip
         grad = db_cotangent(values, grad, 20.0 / power, eps)
-    grad_magnitude = _transpose_product(grad, bank, bank_spec)  # bank^T grad: (..., freq, T)
     needs_bank = bank is not None and ctx.needs_input_grad[9]
     if not ctx.needs_input_grad[1] and not needs_bank:  # the spectrum is never stored
-        grad_x = power_adjoint(x, window, window_name, n_fft, hop, win_length, center,
-                               pad_mode, False, power, grad_magnitude)  # fmt: skip
+        grad_x = bank_adjoint(x, window, window_name, n_fft, hop, win_length, center, pad_mode,
+                              power, bank, bank_spec, grad)  # fmt: skip
         return (grad_x,) + (None,) * 12
+    grad_magnitude = _transpose_product(grad, bank, bank_spec)  # bank^T grad: (..., freq, T)
     spectrum = stft(x, window, window_name, n_fft, hop, win_length, center, pad_mode, False,
                     True, "complex", eps)  # fmt: skip
     grad_spectrum = spectrum_cotangent(spectrum, grad_magnitude, power)
@@ -137,6 +137,117 @@ def bank_spectrogram(x, window, window_name, n_fft, hop_length, win_length, cent
     return call("bank_spectrogram", x, window, window_name, n_fft, hop_length,
                                              win_length, center, pad_mode, power, bank,
                                              bank_spec, output, eps)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# bank_adjoint: the input gradient of bank @ |stft(x)| ** power for a cotangent G of it,
+# power_adjoint(x, bank^T G) as one op, so that CUDA runs it in one kernel (the bank's
+# transpose applied per bin inside the fused adjoint) for an even n_fft. Its own backward is
+# power_adjoint's at bank^T G, with the gradient of G mapped back through the bank.
+
+_BANK_ADJOINT_SCHEMA = (
+    "(Tensor x, Tensor? window, str window_name, int n_fft, int hop_length, int win_length, "
+    "bool center, str pad_mode, float power, Tensor? bank, str bank_spec, Tensor grad) "
+    "-> Tensor"
+)
+
+
+def _bank_adjoint_check(x, n_fft, hop_length, center, bank, bank_spec, grad):
+    *batch, n_freq, count = shapes.stft_shape(
+        x.shape, n_fft, hop_length, n_fft // 2 if center else 0, True
+    )
+    width = bank.shape[-1] if bank is not None else (
+        matrices.shape(MatrixSpec.from_key(bank_spec))[1])  # fmt: skip
+    torch._check(
+        width == n_freq,
+        lambda: f"specux::bank_adjoint: the bank has {width} columns, the stft {n_freq} bins",
+    )
+    expected = (*batch, _n_out(bank, bank_spec), count)
+    torch._check(
+        tuple(grad.shape) == expected,
+        lambda: (
+            f"specux::bank_adjoint: grad of shape {tuple(grad.shape)}, the filterbank "
+            f"spectrogram's is {expected}"
+        ),
+    )
+
+
+def _bank_adjoint_fake(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
+                       power, bank, bank_spec, grad):  # fmt: skip
+    _bank_adjoint_check(x, n_fft, hop_length, center, bank, bank_spec, grad)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _bank_adjoint_cpu(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
+                      power, bank, bank_spec, grad):  # fmt: skip
+    from specux.kernels.cpu import stft as cpu_stft
+
+    _bank_adjoint_check(x, n_fft, hop_length, center, bank, bank_spec, grad)
+    p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, False, True)
+    xn = to_numpy(x)
+    dense = (
+        to_numpy(bank) if bank is not None
+        else matrices.matrix(MatrixSpec.from_key(bank_spec), numpy_dtype(x.dtype))
+    )  # fmt: skip
+    factors = cpu_features.project(to_numpy(grad), dense.T)  # bank^T G: (..., n_freq, T)
+    w = None if window is None else to_numpy(window)
+    return from_numpy(cpu_stft.power_adjoint(xn, w, p, power, factors))
+
+
+def _bank_adjoint_cuda(x, window, window_name, n_fft, hop_length, win_length, center,
+                       pad_mode, power, bank, bank_spec, grad):  # fmt: skip
+    from specux.kernels.cuda import transforms
+
+    _bank_adjoint_check(x, n_fft, hop_length, center, bank, bank_spec, grad)
+    p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, False, True)
+    if transforms.bank_adjoint_fused(x, p):
+        return transforms.power_adjoint(x, window, p, power, grad, bank, bank_spec)
+    factors = _transpose_product(grad, bank, bank_spec)  # odd / Bluestein / beyond a block
+    return power_adjoint(x, window, window_name, n_fft, hop_length, win_length, center,
+                         pad_mode, False, power, factors)  # fmt: skip
+
+
+def _bank_adjoint_setup(ctx, inputs, output):
+    x, window, *rest = inputs
+    (window_name, n_fft, hop, win_length, center, pad_mode, power, bank, bank_spec,
+     grad) = rest  # fmt: skip
+    ctx.args = (window_name, n_fft, hop, win_length, center, pad_mode, False, power)
+    ctx.bank_spec = bank_spec
+    ctx.save_for_backward(x, window, bank, grad)
+
+
+@_full_precision
+def _bank_adjoint_backward(ctx, u):
+    x, window, bank, grad = ctx.saved_tensors
+    if ctx.needs_input_grad[1]:
+        raise RuntimeError(
+            "specux::bank_adjoint has no gradient with respect to the window "
+            "(the filterbank backward differentiates a window tensor another way)"
+        )
+    needs_bank = bank is not None and ctx.needs_input_grad[9]
+    needs_grad = ctx.needs_input_grad[11]
+    factors = _transpose_product(grad, bank, ctx.bank_spec)  # F = bank^T G
+    grad_x, grad_factors = power_adjoint_vjp(x, window, ctx.args, factors, u,
+                                             ctx.needs_input_grad[0], needs_grad or needs_bank)
+    grad_grad = project(grad_factors, bank, ctx.bank_spec) if needs_grad else None
+    grad_bank = torch.einsum("...bt,...ft->bf", grad, grad_factors) if needs_bank else None
+    return (grad_x,) + (None,) * 8 + (grad_bank, None, grad_grad)
+
+
+declare(
+    "bank_adjoint",
+    _BANK_ADJOINT_SCHEMA,
+    fake=_bank_adjoint_fake,
+    kernels={"cpu": _bank_adjoint_cpu, "cuda": _bank_adjoint_cuda},
+    backward=_bank_adjoint_backward,
+    setup_context=_bank_adjoint_setup,
+)
+
+
+def bank_adjoint(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode, power,
+                 bank, bank_spec, grad):  # fmt: skip
+    return call("bank_adjoint", x, window, window_name, n_fft, hop_length, win_length, center,
+                pad_mode, power, bank, bank_spec, grad)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

@@ -282,12 +282,22 @@ def _power_adjoint_setup(ctx, inputs, output):
 
 def _power_adjoint_backward(ctx, u):
     x, window, grad = ctx.saved_tensors
-    window_name, n_fft, hop, win_length, center, pad_mode, normalized, power = ctx.args
     if ctx.needs_input_grad[1]:
         raise RuntimeError(
             "specux::power_adjoint has no gradient with respect to the window "
             "(the stft backward differentiates a window tensor another way)"
         )
+    grad_x, grad_grad = power_adjoint_vjp(x, window, ctx.args, grad, u, ctx.needs_input_grad[0],
+                                          ctx.needs_input_grad[10])  # fmt: skip
+    return (grad_x,) + (None,) * 9 + (grad_grad,)
+
+
+def power_adjoint_vjp(x, window, args: tuple, grad, u, needs_x: bool, needs_grad: bool):
+    """(grad_x, grad_grad): power_adjoint's vector-Jacobian product for the cotangent ``u``
+    of its result, with respect to ``x`` and to its ``grad`` argument (None where not
+    needed); ``args`` its (window_name, n_fft, hop_length, win_length, center, pad_mode,
+    normalized, power)."""
+    window_name, n_fft, hop, win_length, center, pad_mode, normalized, power = args
     p = params_of(n_fft, hop, win_length, window_name, center, pad_mode, normalized, True)
     args = (window, window_name, n_fft, hop, win_length, center, pad_mode, normalized, True,
             "complex", 0.0)  # fmt: skip
@@ -299,16 +309,16 @@ def _power_adjoint_backward(ctx, u):
     else:
         scale = _slope(magnitude, power, power - 2.0)
     along = (y.conj() * v).real  # Re(conj(Y) V)
-    grad_grad = scale * along if ctx.needs_input_grad[10] else None
+    grad_grad = scale * along if needs_grad else None
     grad_x = None
-    if ctx.needs_input_grad[0]:
+    if needs_x:
         cotangent = grad * scale * v
         if power != 2.0:
             curve = _slope(magnitude, power * (power - 2.0), power - 4.0)
             cotangent = cotangent + (grad * curve * along) * y
         grad_x, _ = complex_adjoint(cotangent, x, None if window is None else window.detach(),
                                     p, True, False)  # fmt: skip
-    return (grad_x,) + (None,) * 9 + (grad_grad,)
+    return grad_x, grad_grad
 
 
 declare(

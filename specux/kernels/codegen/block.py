@@ -55,10 +55,13 @@ BLOCK_PARAMS = (
     ("const void*", "window"),
     ("double", "eps"),  # the dB floor of StoreSpec.value "db" and of reduce "bank_db"
     # StoreSpec.reduce: int32 (first bin, bins, weight offset) per band, the weights, the
-    # band count, the dB factor, the exponent of StoreSpec.value "pow" (StoreSpec.value
-    # "cotangent": its real factors in ``weights``, its exponent in ``exponent``)
+    # band count, the dB factor, the exponent of StoreSpec.value "pow"; StoreSpec.value
+    # "cotangent" / "adjoint": the real factors, the exponent, the adjoint's inverse scale in
+    # ``factor`` (with StoreSpec.expand: rows of n_bands values to expand through the bank
+    # tables)
     ("const void*", "bands"),
     ("const void*", "weights"),
+    ("const void*", "factors"),
     ("long long", "n_bands"),
     ("double", "factor"),
     ("double", "exponent"),
@@ -198,7 +201,7 @@ def _store_lambda(spec: BlockSpec) -> str:
     if value == "complex":
         result = "v.re" if store.mode == "real" else "v"
     elif value == "cotangent":
-        lines += _cotangent(target.replace("out[", "((const real_t*)weights)[", 1))
+        lines += _cotangent(target.replace("out[", "((const real_t*)factors)[", 1))
         result = "v"
     else:
         lines.append("        const real_t power = v.re * v.re + v.im * v.im;")
@@ -223,7 +226,7 @@ def _cotangent(factor: str) -> list[str]:
     """``v`` (bin g of X) -> the r2c adjoint's input for a real cotangent F of ``|X| ** e``:
     ``F d|X|^e / dX* = F e |X|^(e - 2) X`` (zero where X is, for e < 2), halved off DC and
     Nyquist (the one-sided spectrum's Hermitian weights). F is the expression ``factor``
-    (the ``weights`` argument at the bin's index); ``exponent`` is e."""
+    (read from the ``factors`` argument); ``exponent`` is e."""
     return [
         f"        real_t f = {factor};",
         "        if (2 * g != 0 && 2 * g != logical) f *= (real_t)0.5;",
@@ -526,12 +529,14 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     after its forward stages (which leave Z, the packed transform, in shared memory): the
     thread of pair j (bins j and n - j, j = 0 .. n / 2; j = 0 pairs DC with Nyquist)
     untangles X[j] and X[n - j] (:data:`_UNTANGLE`) from the Z values at j and n - j, forms
-    each bin's cotangent (:func:`_cotangent`, its factor from ``weights``: n + 1 per
-    transform) and tangles the two back (:data:`_TANGLE`, the c2r kernel's load) into the
-    same two slots, in place; then the inverse stages (conjugate roots) run on them and
-    store the real samples through the window (:func:`_adjoint_store_lambda`). The spectrum
-    never leaves the block, and every operation is the one the stft kernel's cotangent store
-    and the c2r kernel do, in their order.
+    each bin's cotangent (:func:`_cotangent`; its factor from ``factors``, n + 1 per
+    transform, or with StoreSpec.expand the bank's transpose applied to the transform's
+    row of ``n_bands`` values there, summed as the bank gather kernel sums) and tangles the
+    two back (:data:`_TANGLE`, the c2r kernel's load) into the same two slots, in place;
+    then the inverse stages (conjugate roots) run on them and store the real samples through
+    the window (:func:`_adjoint_store_lambda`). The spectrum never leaves the block, and
+    every operation is the one the stft kernel's cotangent store and the c2r kernel do, in
+    their order.
 
     The inverse stages take the thread's index anew (Dialect.fresh_tid): sharing the
     forward stages' identical index arithmetic, the compiler kept it live through the whole
@@ -542,14 +547,32 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     pairs = n // 2 + 1
     fresh = dialect.fresh_tid if spec.per_block == 1 else f"{dialect.fresh_tid} % {threads}"
     scale = "        v.re *= (real_t)scale; v.im *= (real_t)scale;" if spec.store.scaled else ""
+    if spec.store.expand:  # F[g] = sum_k bank[lo + k, g] G[lo + k]: the bank's transpose
+        factor = [
+            "    auto factor_of = [&](long long g) -> real_t {",
+            "        const int* band = (const int*)bands + 3 * g;  // first row, rows, column",
+            f"        const real_t* weight = (const real_t*)weights + band[2];  // stride {n + 1}",
+            "        const real_t* row = (const real_t*)factors + b * n_bands + band[0];",
+            "        real_t acc = (real_t)0;",
+            f"        for (int k = 0; k < band[1]; ++k) acc += weight[k * {n + 1}] * row[k];",
+            "        return acc;",
+            "    };",
+        ]
+    else:
+        factor = [
+            "    auto factor_of = [&](long long g) -> real_t {",
+            f"        return ((const real_t*)factors)[b * {n + 1}LL + g];",
+            "    };",
+        ]
     lines = [
+        *factor,
         "    auto untangled = [&](int bin, cpx za, cpx zb) -> cpx {",
         *[f"        {line}" for line in _UNTANGLE],
         "        return x;",
         "    };",
         "    auto cotangent = [&](long long g, cpx v) -> cpx {",
         scale,
-        *[f"    {line}" for line in _cotangent(f"((const real_t*)weights)[b * {n + 1}LL + g]")],
+        *[f"    {line}" for line in _cotangent("factor_of(g)")],
         "        return v;",
         "    };",
         "    auto itw = [&](int index) -> cpx {",

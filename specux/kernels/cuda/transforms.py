@@ -43,6 +43,7 @@ from specux.kernels.native import (
 from specux.kernels.plan import smooth_length
 from specux.meta import dtypes, shapes
 from specux.meta.cqt_params import ConstantQSpec
+from specux.meta.matrices import MatrixSpec
 from specux.meta.params import StftParams, dual_norm
 from specux.meta.windows import centered_offset
 
@@ -224,27 +225,43 @@ def power_adjoint_fused(x: torch.Tensor, p: StftParams) -> bool:
     return transform_exec.stft_fusable(p.n_fft, _storage(x)[1], True)
 
 
-def power_adjoint(x: torch.Tensor, window, p: StftParams, power: float,
-                  grad: torch.Tensor) -> torch.Tensor:  # fmt: skip
+def bank_adjoint_fused(x: torch.Tensor, p: StftParams) -> bool:
+    """Whether :func:`power_adjoint` takes a filterbank's cotangent (its kernel applies the
+    bank's transpose): an even n_fft whose half is a block transform."""
+    return transform_exec.adjoint_fusable(p.n_fft, _storage(x)[1])
+
+
+def power_adjoint(x: torch.Tensor, window, p: StftParams, power: float, grad: torch.Tensor,
+                  bank: torch.Tensor | None = None, bank_spec: str = "") -> torch.Tensor:
     """The gradient of ``sum(grad * |stft(x)| ** power)`` w.r.t. ``x`` (one-sided; ``grad``
     ``(..., n_freq, n_frames)``; :func:`power_adjoint_fused` must hold): the stft kernel
     stores each bin's cotangent instead of X (X is never written), then the inverse real FFT
     of every frame and the overlap-add through the padding (weighting the frames by the
     window). For an even n_fft whose half is a block transform the stft kernel does the
     inverse FFT and the window too (transform_exec.stft's value "adjoint": the cotangent
-    never leaves the block); else the cotangent store and a c2r kernel."""
-    if not power_adjoint_fused(x, p):
+    never leaves the block); else the cotangent store and a c2r kernel.
+
+    With a filterbank (``bank``, or one named by ``bank_spec``; :func:`bank_adjoint_fused`
+    must hold), ``grad`` is the cotangent ``(..., n_bands, n_frames)`` of ``bank @ |stft(x)|
+    ** power`` and the kernel forms each bin's ``bank^T grad`` itself."""
+    expand = bank is not None or bool(bank_spec)
+    if not (bank_adjoint_fused(x, p) if expand else power_adjoint_fused(x, p)):
         raise ValueError(f"power_adjoint: a {p.n_fft}-point stft does not fit one block kernel")
     src_storage, precision = _storage(x)
     factors = grad.transpose(-1, -2).to(_dtype(precision)).contiguous()  # frame-major
     backend = TorchCudaBackend(x.device)
+    tables = {}
+    if expand:
+        n_bands = grad.shape[-2]
+        bands, weights = _transposed_bands(backend, bank, bank_spec, precision, n_bands)
+        tables = dict(bands=bands, weights=weights, expand_width=n_bands)
     xd, rows = _rows(x)
     length = x.shape[-1]
     w = full_window(p, window, precision, backend)
     common = dict(signals=rows, sig_len=length, n_fft=p.n_fft, hop=p.hop_length, pad=p.pad,
                   mode=p.pad_mode, onesided=True, eps=0.0,
                   scale=axis_scale(p.n_fft, p.fft_norm, False), precision=precision,
-                  src_storage=src_storage, dst_storage=precision, weights=factors,
+                  src_storage=src_storage, dst_storage=precision, factors=factors,
                   exponent=power)  # fmt: skip
     if transform_exec.adjoint_fusable(p.n_fft, precision):
         frames = torch.empty((*factors.shape[:-1], p.n_fft), dtype=_dtype(precision),
@@ -252,7 +269,7 @@ def power_adjoint(x: torch.Tensor, window, p: StftParams, power: float,
         if frames.numel():
             transform_exec.stft(backend, xd, frames, w, value="adjoint",
                                 inverse_scale=axis_scale(p.n_fft, dual_norm(p.fft_norm), True),
-                                **common)  # fmt: skip
+                                **common, **tables)  # fmt: skip
         w = None  # weighted in the kernel
     else:
         cotangent = torch.empty(factors.shape, dtype=_spectrum_dtype(precision, "complex"),
@@ -393,19 +410,36 @@ def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in
     return bands, matrix.detach().to(_dtype(precision)).t().contiguous(), n_out
 
 
+def _transposed_bands(backend, bank: torch.Tensor | None, bank_spec: str, precision: str,
+                      n_bands: int):  # fmt: skip
+    """(bands, weights) of a filterbank's transpose (one band per stft bin) for the fused
+    adjoint: a named bank's built once, a tensor's sparse once per tensor and version when
+    it holds fixed values (:func:`_sparse_tables`), else dense."""
+    if bank is None:
+        spec = MatrixSpec.from_key(bank_spec).transposed().as_key()
+        return named_bands(backend, spec, precision, n_bands, "the cotangent")[:2]
+    sparse = _sparse_tables(bank, precision, transposed=True)
+    if sparse is not None:
+        return sparse
+    return _bands(backend, bank.t(), "", precision, n_bands, "the cotangent")[:2]
+
+
 def _capturing(t: torch.Tensor) -> bool:
     """Whether a CUDA graph is being captured on ``t``'s device's current stream."""
     return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
 # matrix -> ((version, data pointer, precision), (bands, weights)): the sparse tables of user
-# matrices (an nn module's filterbank buffer, passed on every call), dropped with the matrix
+# matrices (an nn module's filterbank buffer, passed on every call), dropped with the matrix;
+# those of their transposes (a filterbank's, for the fused adjoint) apart
 _SPARSE = WeakIdKeyDictionary()
+_SPARSE_T = WeakIdKeyDictionary()
 
 
-def _sparse_tables(matrix: torch.Tensor, precision: str):
+def _sparse_tables(matrix: torch.Tensor, precision: str, transposed: bool = False):
     """The sparse gather tables (each row's nonzero extent, :func:`transform_exec.bank_tables`)
-    of a user matrix that holds fixed values, built once per tensor and version, or None: then
+    of a user matrix (``transposed``: of its transpose) that holds fixed values, built once
+    per tensor and version, or None: then
     the dense tables (every row spans every column). The kernels give the same bits either way
     for finite inputs -- a row's terms are summed in column order and the dropped terms are
     exact zeros -- but a filterbank's rows span a few of its hundreds of columns, so the
@@ -417,14 +451,15 @@ def _sparse_tables(matrix: torch.Tensor, precision: str):
     if matrix.requires_grad or matrix._base is not None or _capturing(matrix):
         return None
     state = (matrix._version, matrix.data_ptr(), precision)
-    entry = _SPARSE.get(matrix)
+    cache = _SPARSE_T if transposed else _SPARSE
+    entry = cache.get(matrix)
     if entry is not None and entry[0] == state:
         return entry[1]
     host = matrix.detach().to(device="cpu", dtype=torch.float64).numpy()
-    bands, weights, _ = transform_exec.sparse_tables(host, precision)
+    bands, weights, _ = transform_exec.sparse_tables(host.T if transposed else host, precision)
     tables = (torch.from_numpy(bands).to(matrix.device),
               torch.from_numpy(weights).to(matrix.device))  # fmt: skip
-    _SPARSE[matrix] = (state, tables)
+    cache[matrix] = (state, tables)
     return tables
 
 
