@@ -540,9 +540,10 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
 
     The inverse stages take the thread's index anew (Dialect.fresh_tid): sharing the
     forward stages' identical index arithmetic, the compiler kept it live through the whole
-    kernel (n_fft 1024: 146 registers under ncu, 74-80 with the index read anew). Untangling in the last stage's
-    registers (as the r2c kernels do) was measured slower here: the tangled values must be
-    held until every thread has read that stage's inputs (docs/benchmarks.md)."""
+    kernel (n_fft 1024: 146 registers under ncu, 74-80 with the index read anew).
+    Untangling in the last stage's registers (as the r2c kernels do) was measured slower
+    here: the tangled values must be held until every thread has read that stage's inputs
+    (docs/benchmarks.md)."""
     n, threads, barrier = spec.n, spec.threads, dialect.barrier
     pairs = n // 2 + 1
     fresh = dialect.fresh_tid if spec.per_block == 1 else f"{dialect.fresh_tid} % {threads}"

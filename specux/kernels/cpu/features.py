@@ -148,6 +148,14 @@ def db(values: np.ndarray, factor: float, eps: float) -> np.ndarray:
 
 
 def project(x: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """``matrix @ x`` along the feature axis: ``(..., n_in, T) -> (..., n_out, T)``."""
+    """``matrix @ x`` along the feature axis: ``(..., n_in, T) -> (..., n_out, T)``. A
+    frame-major ``x`` (a transposed view, as the spectrograms are) is one product of all its
+    frames, the result frame-major too (mfcc's DCT of (8, 80, 626) float32: 0.39 ms, not the
+    0.68 ms of a product per signal)."""
+    m = matrix.astype(x.dtype, copy=False)
+    frames = x.swapaxes(-1, -2)
     with single_threaded_blas():
-        return np.matmul(matrix.astype(x.dtype, copy=False), x)
+        if x.ndim >= 2 and frames.flags.c_contiguous:
+            out = frames.reshape(-1, x.shape[-2]) @ m.T
+            return out.reshape(*frames.shape[:-1], m.shape[0]).swapaxes(-1, -2)
+        return np.matmul(m, x)
