@@ -632,3 +632,5 @@ def test_transposed_matrix_spec_names_the_transpose():
     assert np.array_equal(matrices.matrix(t), matrices.matrix(spec).T)
     assert t.transposed() == spec
     assert matrices.MatrixSpec.from_key(t.as_key()) == t
+    assert matrices.transposed_key(spec.as_key()) == t.as_key()  # the cached key form
+    assert matrices.transposed_key(t.as_key()) == spec.as_key()

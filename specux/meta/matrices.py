@@ -65,6 +65,12 @@ class MatrixSpec:
 
 
 @functools.lru_cache(maxsize=256)
+def transposed_key(key: str) -> str:
+    """The key of the transpose of the matrix ``key`` names (a backward asks on every call)."""
+    return _from_key(key).transposed().as_key()
+
+
+@functools.lru_cache(maxsize=256)
 def _from_key(key: str) -> MatrixSpec:
     fields = json.loads(key)  # the kernels parse the spec of every call: once per key
     kind = fields.pop("kind")

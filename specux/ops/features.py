@@ -184,14 +184,10 @@ def _bank_adjoint_cpu(x, window, window_name, n_fft, hop_length, win_length, cen
 
     _bank_adjoint_check(x, n_fft, hop_length, center, bank, bank_spec, grad)
     p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, False, True)
-    xn = to_numpy(x)
-    dense = (
-        to_numpy(bank) if bank is not None
-        else matrices.matrix(MatrixSpec.from_key(bank_spec), numpy_dtype(x.dtype))
-    )  # fmt: skip
+    dense = _dense(bank, bank_spec, x.dtype)
     factors = cpu_features.project(to_numpy(grad), dense.T)  # bank^T G: (..., n_freq, T)
     w = None if window is None else to_numpy(window)
-    return from_numpy(cpu_stft.power_adjoint(xn, w, p, power, factors))
+    return from_numpy(cpu_stft.power_adjoint(to_numpy(x), w, p, power, factors))
 
 
 def _bank_adjoint_cuda(x, window, window_name, n_fft, hop_length, win_length, center,
@@ -259,12 +255,15 @@ def _project_fake(x, matrix, spec):
     return x.new_empty((*x.shape[:-2], x.shape[-1], _n_out(matrix, spec))).transpose(-1, -2)
 
 
+def _dense(matrix, spec: str, dtype: torch.dtype) -> np.ndarray:
+    """The CPU kernels' matrix: a tensor argument's values, else the named one in ``dtype``."""
+    if matrix is not None:
+        return to_numpy(matrix)
+    return matrices.matrix(MatrixSpec.from_key(spec), numpy_dtype(dtype))
+
+
 def _project_cpu(x, matrix, spec):
-    dense = (
-        to_numpy(matrix) if matrix is not None
-        else matrices.matrix(MatrixSpec.from_key(spec), numpy_dtype(x.dtype))
-    )  # fmt: skip
-    out = cpu_features.project(to_numpy(x), dense)
+    out = cpu_features.project(to_numpy(x), _dense(matrix, spec, x.dtype))
     return from_numpy(np.ascontiguousarray(out.swapaxes(-1, -2))).transpose(-1, -2)
 
 
@@ -284,7 +283,7 @@ def _transpose_product(grad, matrix, spec: str):
     sparse gather kernel, deterministic and free of cuBLAS)."""
     if matrix is not None:
         return project(grad, matrix.transpose(0, 1), "")
-    return project(grad, None, MatrixSpec.from_key(spec).transposed().as_key())
+    return project(grad, None, matrices.transposed_key(spec))
 
 
 @_full_precision

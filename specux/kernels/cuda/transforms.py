@@ -41,9 +41,8 @@ from specux.kernels.native import (
     named_istft_envelope,
 )
 from specux.kernels.plan import smooth_length
-from specux.meta import dtypes, shapes
+from specux.meta import dtypes, matrices, shapes
 from specux.meta.cqt_params import ConstantQSpec
-from specux.meta.matrices import MatrixSpec
 from specux.meta.params import StftParams, dual_norm
 from specux.meta.windows import centered_offset
 
@@ -416,7 +415,7 @@ def _transposed_bands(backend, bank: torch.Tensor | None, bank_spec: str, precis
     adjoint: a named bank's built once, a tensor's sparse once per tensor and version when
     it holds fixed values (:func:`_sparse_tables`), else dense."""
     if bank is None:
-        spec = MatrixSpec.from_key(bank_spec).transposed().as_key()
+        spec = matrices.transposed_key(bank_spec)
         return named_bands(backend, spec, precision, n_bands, "the cotangent")[:2]
     sparse = _sparse_tables(bank, precision, transposed=True)
     if sparse is not None:
