@@ -3,6 +3,8 @@ kernels' numerics run through the host-emulation dialect (C++, one loop step per
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from tolerances import TOLERANCES, float32_bound, rel_l2
@@ -193,6 +195,31 @@ def test_block_plans():
     assert plan.four_step_split(2**27, "float32") is None  # three factors: passes
     # 7203 = 3 7^4: one thread per radix-7 butterfly would be 1029 > 1024 threads
     assert plan.block(7203, -1, "float32", plan.LoadSpec(), plan.StoreSpec()).threads == 343
+
+
+def test_even_radices():
+    """The inverse real and adjoint kernels' radices: as many stages as greedy packing, the
+    smallest widest radix (then the most even), largest first; the forward kernels keep the
+    greedy ones."""
+    assert plan.even_radices(512) == (8, 8, 8)  # greedy: 16, 16, 2
+    assert plan.even_radices(1024) == (16, 16, 4)  # no narrower widest radix in 3 stages
+    assert plan.even_radices(360) == (9, 8, 5)  # greedy: 15, 12, 2
+    assert plan.even_radices(16) == (16,) and plan.even_radices(17) is None
+    for n in range(2, 8193):
+        greedy, even = plan.stage_radices(n), plan.even_radices(n)
+        if greedy is None:
+            assert even is None
+            continue
+        assert math.prod(even) == n and len(even) == len(greedy), n
+        assert even == tuple(sorted(even, reverse=True)) and even[0] <= greedy[0], n
+        assert even[-1] > 1
+    load, store = plan.LoadSpec(), plan.StoreSpec()
+    assert plan.block(512, 1, "float32", load, store, pack="c2r").radices == (8, 8, 8)
+    assert plan.block(512, -1, "float32", load, store, pack="r2c").radices == (16, 16, 2)
+    assert plan.block(512, -1, "float32", load, store).radices == (16, 16, 2)
+    for value in ("adjoint", "cotangent"):
+        spec = plan.block(512, -1, "float32", load, plan.StoreSpec(value=value), pack="r2c")
+        assert spec.radices == (8, 8, 8)
 
 
 def test_register_bound_of_the_radix_16_block_kernels():

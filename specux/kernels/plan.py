@@ -203,6 +203,39 @@ def stage_radices(n: int) -> tuple[int, ...] | None:
     return tuple(sorted(radices, reverse=True))
 
 
+@functools.lru_cache(maxsize=256)
+def even_radices(n: int) -> tuple[int, ...] | None:
+    """As many stages as :func:`stage_radices`, with the smallest widest radix among the
+    ways to deal ``n``'s prime factors into that many radices <= 16 (ties: the most even;
+    512 -> 8, 8, 8 where greedy packing gives 16, 16, 2; 1024 keeps 16, 16, 4), largest first.
+    Fewer values a thread holds per butterfly: fewer registers, more threads a transform."""
+    greedy = stage_radices(n)
+    if greedy is None or len(greedy) <= 1:
+        return greedy
+    primes = sorted(_primes(n) or (), reverse=True)
+    best: tuple[int, ...] = greedy
+
+    def deal(i: int, stages: list[int]) -> None:
+        nonlocal best
+        if i == len(primes):
+            if all(r > 1 for r in stages):
+                found = tuple(sorted(stages, reverse=True))
+                if found[0] < best[0] or (found[0] == best[0] and found[::-1] > best[::-1]):
+                    best = found
+            return
+        tried = set()
+        for j, radix in enumerate(stages):
+            if radix in tried or radix * primes[i] > STAGE_RADIX_MAX:
+                continue
+            tried.add(radix)
+            stages[j] *= primes[i]
+            deal(i + 1, stages)
+            stages[j] //= primes[i]
+
+    deal(0, [1] * len(greedy))
+    return best if best[0] < greedy[0] else greedy
+
+
 # Shared memory holds complex values with index j at j + (j >> SKEW): one pad slot per 16
 # complex64 (per 8 complex128), one bank sweep of a half (quarter) warp's 8 (16) byte accesses,
 # so the power-of-two strides of the stage writes do not pile onto one bank.
@@ -319,8 +352,17 @@ def block(
     load_staged: bool = False, store_staged: bool = False, pack: str = "",
     split: bool = False, twist: bool = False, unit_in: bool = False, unit_out: bool = False,
 ) -> BlockSpec:  # fmt: skip
-    """The block kernel of an ``n``-point transform (``block_fits`` must hold)."""
-    radices = stage_radices(n)
+    """The block kernel of an ``n``-point transform (``block_fits`` must hold).
+
+    The inverse real transforms (``pack`` c2r) and the kernels of the |stft| ** power
+    backward (StoreSpec.value ``adjoint`` and ``cotangent``, which must round alike: the
+    fused adjoint equals the cotangent store + c2r chain bit for bit) take
+    :func:`even_radices`: with them, on the H200 (CUDA graph replays, docs/benchmarks.md),
+    istft 0.251 -> 0.223 ms and mel forward + backward 0.517 -> 0.456. The forward kernels
+    keep the greedy radices, with which they ran faster (stft_p 0.088 vs 0.098 ms: the r2c
+    untangle stays in registers only while the last stage has a butterfly pair per thread)."""
+    even = pack == "c2r" or store.value in ("adjoint", "cotangent")
+    radices = even_radices(n) if even else stage_radices(n)
     if radices is None or not block_fits(n, precision):
         raise ValueError(f"{n} points do not fit one block in {precision}")
     # One thread per butterfly of the widest stage, at most a block's 1024 (then each thread
