@@ -319,6 +319,7 @@ FRAME_CASES = [
     (40, 16, 3, 8, "replicate"),
     (40, 16, 3, 8, "constant"),
     (30, 8, 8, 0, "constant"),
+    (40, 6, 9, 0, "constant"),  # hop > frame: samples no frame covers
 ]
 
 
