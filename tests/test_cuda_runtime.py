@@ -19,6 +19,7 @@ import time
 import warnings
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from specux.kernels import cache as cache_module
@@ -709,10 +710,56 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
     assert len({id(module) for _, module in results}) == 2
 
 
+def test_istft_window_envelope_is_kept_per_tensor_version_and_shape(monkeypatch):
+    """istft with a window tensor on CUDA reads the window on the host (NOLA check,
+    envelope) once per tensor version and call shape, here for CPU tensors: kept, rebuilt
+    after an in-place change, at most _ENVELOPE_SHAPES shapes a window, dropped with the
+    window, never kept for a window that needs a gradient; during CUDA graph capture a kept
+    one is used and a missing one is a clear error."""
+    torch = pytest.importorskip("torch")
+    from specux.kernels.cpu import stft as cpu_stft
+    from specux.kernels.cuda import transforms
+    from specux.ops.stft import params_of
+
+    capturing = [False]
+    monkeypatch.setattr(transforms, "_capturing", lambda t: capturing[0])
+    p = params_of(16, 4, 16, "hann", True, "constant", False, True)
+    w = torch.hann_window(16, dtype=torch.float64) + 0.5
+    env, start, stop, out_length = transforms._window_envelope(None, w, p, 9, -1, "float64")
+    want = cpu_stft.envelope(p, w.numpy(), 9)
+    assert (start, stop, out_length) == (8, 40, 32)
+    assert np.array_equal(env.numpy(), want[start:stop])
+    assert transforms._window_envelope(None, w, p, 9, -1, "float64")[0] is env  # kept
+    capturing[0] = True
+    assert transforms._window_envelope(None, w, p, 9, -1, "float64")[0] is env
+    with pytest.raises(RuntimeError, match="before the capture"):
+        transforms._window_envelope(None, w, p, 10, -1, "float64")  # a shape not seen
+    capturing[0] = False
+    w.mul_(2.0)  # a new version: rebuilt
+    env2 = transforms._window_envelope(None, w, p, 9, -1, "float64")[0]
+    assert np.allclose(env2.numpy(), 4.0 * env.numpy(), rtol=1e-15, atol=0)
+    for count in range(10, 10 + transforms._ENVELOPE_SHAPES):
+        transforms._window_envelope(None, w, p, count, -1, "float64")
+    assert len(transforms._ENVELOPES[w][1]) == transforms._ENVELOPE_SHAPES
+    assert (p, 9, -1, "float64") not in transforms._ENVELOPES[w][1]  # the oldest, dropped
+    learned = w.detach().clone().requires_grad_()  # written through .data: never kept
+    first = transforms._window_envelope(None, learned, p, 9, -1, "float64")[0]
+    assert transforms._window_envelope(None, learned, p, 9, -1, "float64")[0] is not first
+    assert learned not in transforms._ENVELOPES
+    capturing[0] = True
+    with pytest.raises(RuntimeError, match="needs no gradient"):
+        transforms._window_envelope(None, learned, p, 9, -1, "float64")
+    capturing[0] = False
+    del w
+    gc.collect()
+    assert not any(k.shape == (16,) for k in transforms._ENVELOPES.keys())
+
+
 def test_sparse_bank_tables_are_cached_per_tensor_and_version(monkeypatch):
     """The CUDA kernels' sparse tables of a user bank tensor (specux.nn's fb buffers), here
     built for CPU tensors: cached by identity, version and data pointer; none for a tensor
-    that needs a gradient, a view, or during CUDA graph capture."""
+    that needs a gradient or a view; during CUDA graph capture the kept ones only (building
+    reads the tensor on the host)."""
     torch = pytest.importorskip("torch")
     from specux.kernels.cuda import transforms
 
@@ -731,7 +778,9 @@ def test_sparse_bank_tables_are_cached_per_tensor_and_version(monkeypatch):
     assert transforms._sparse_tables(bank.t().t(), "float32") is None  # a view
     assert transforms._sparse_tables(bank.clone().requires_grad_(), "float32") is None
     capturing[0] = True
-    assert transforms._sparse_tables(bank.clone(), "float32") is None
+    assert transforms._sparse_tables(bank.clone(), "float32") is None  # not built in a capture
+    kept = transforms._sparse_tables(bank, "float32")  # built before it: used
+    assert kept is not None and kept[1].max().item() == 6.0
     capturing[0] = False
     assert bank in transforms._SPARSE
     del bank  # the entry goes with its tensor

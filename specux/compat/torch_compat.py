@@ -68,6 +68,31 @@ def current_raw_stream(index: int) -> int:
     return int(_raw_stream_getter()(index))
 
 
+_UPLOAD_STREAMS: dict = {}
+
+
+def upload(host, device):
+    """``host`` (a CPU tensor) copied to ``device`` for a cache that outlives the call. On a
+    CUDA device the copy runs on a side stream of the device, so its memory comes from the caching
+    allocator's ordinary pool even while torch.compile's CUDA graph trees warm up a graph
+    (they send the current stream's allocations to the graph's private pool and then
+    require every live tensor there to be a graph output); the current stream waits for the
+    copy before its later work."""
+    torch = torch_module()
+    device = torch.device(device)
+    if device.type != "cuda":
+        return host.to(device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    stream = _UPLOAD_STREAMS.get(index)
+    if stream is None:
+        stream = _UPLOAD_STREAMS.setdefault(index, torch.cuda.Stream(device=index))
+    current = torch.cuda.current_stream(index)
+    with torch.cuda.stream(stream):
+        out = host.to(torch.device("cuda", index))
+    current.wait_stream(stream)
+    return out
+
+
 def compiling() -> bool:
     """True while torch.compile traces the caller (False without torch)."""
     torch = sys.modules.get("torch")

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-from specux.compat.torch_compat import plain_eager
+from specux.compat.torch_compat import plain_eager, upload
 from specux.kernels.cpu import stft as cpu_stft
 from specux.meta import shapes
 from specux.meta.params import StftParams, WindowSpec, dual_norm
@@ -67,7 +67,8 @@ def full_window_tensor(p: StftParams, window, dtype, device) -> torch.Tensor:
     key = (p.window, p.win_length, p.n_fft, dtype, device)
     cached = _DEVICE_WINDOWS.get(key)
     if cached is None:
-        cached = _DEVICE_WINDOWS.setdefault(key, torch.from_numpy(np.array(named)).to(device))
+        cached = _DEVICE_WINDOWS.setdefault(key, upload(torch.from_numpy(np.array(named)),
+                                                        device))  # fmt: skip
     return cached
 
 

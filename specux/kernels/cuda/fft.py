@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import torch
 
-from specux.compat.torch_compat import current_raw_stream, dtype_name
+from specux.compat.torch_compat import current_raw_stream, dtype_name, upload
 from specux.kernels.cuda.launch import kernel, launch
 from specux.kernels.fft_exec import Strides, transform_1d
 from specux.kernels.native import axis_scale
@@ -50,7 +50,7 @@ class TorchCudaBackend:
         table = self._tables.get(full_key)
         if table is None:
             host = torch.from_numpy(np.array(values, dtype=np.complex128))  # a writable copy
-            table = host.to(dtype=_SCRATCH[precision]).to(self.device)
+            table = upload(host.to(dtype=_SCRATCH[precision]), self.device)
             with self._lock:
                 table = self._tables.setdefault(full_key, table)
         return table
@@ -64,7 +64,7 @@ class TorchCudaBackend:
         table = self._tables.get(full_key)
         if table is None:
             host = values() if callable(values) else values
-            table = torch.from_numpy(np.array(host)).to(self.device)
+            table = upload(torch.from_numpy(np.array(host)), self.device)
             with self._lock:
                 table = self._tables.setdefault(full_key, table)
         return table

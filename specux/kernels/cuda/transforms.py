@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from specux.compat.torch_compat import dtype_name
+from specux.compat.torch_compat import dtype_name, upload
 from specux.kernels import transform_exec
 from specux.kernels.cpu import stft as cpu_stft
 from specux.kernels.cuda import fft as cuda_fft
@@ -197,13 +197,10 @@ def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tenso
     backend = TorchCudaBackend(spec.device)
     if window is None:
         env, start, stop, out_length = named_istft_envelope(p, count, length, precision)
-        env_key = ("envelope", p, count, length)
+        envelope = backend.constant(("envelope", p, count, length), env)
     else:
-        w64 = full_window(p, window.detach(), "float64", backend).cpu().numpy()
-        env, start, stop, out_length = istft_envelope(p, w64, count, length, precision)
-        env_key = None
-    envelope = (backend.constant(env_key, env) if env_key is not None
-                else torch.from_numpy(np.array(env)).to(spec.device))  # fmt: skip
+        envelope, start, stop, out_length = _window_envelope(backend, window, p, count, length,
+                                                             precision)  # fmt: skip
     w = full_window(p, window, precision, backend)
     out = torch.empty((*spec.shape[:-2], out_length), dtype=frames.dtype, device=spec.device)
     rows = out.numel() // out_length if out_length else 0
@@ -212,6 +209,50 @@ def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tenso
                                      stop=stop, out_len=out_length, storage=storage,
                                      precision=precision)  # fmt: skip
     return out
+
+
+# window tensor -> {(its version and data pointer, p, count, length, precision): (envelope on
+# the device, start, stop, out_length)}: the NOLA check and the envelope of a user window, which
+# read the window on the host, once per tensor version and call shape; dropped with the window
+_ENVELOPES = WeakIdKeyDictionary()
+_ENVELOPE_SHAPES = 16
+
+
+def _window_envelope(backend, window: torch.Tensor, p: StftParams, count: int, length: int,
+                     precision: str):  # fmt: skip
+    """(envelope, start, stop, out_length) of istft with a window tensor (:func:`istft_envelope`
+    of its float64 values). Reading the window waits for the device, so the result is kept
+    per tensor version for a window that holds fixed values; one that needs a gradient (its
+    values may change without a new version: gradcheck and optimizers write through
+    ``.data``) or is a view is read on every call. While a CUDA graph is captured only a
+    kept one can be used."""
+    fixed = not window.requires_grad and window._base is None
+    state = (window._version, window.data_ptr())
+    key = (p, count, length, precision)
+    entry = _ENVELOPES.get(window) if fixed else None
+    if entry is None or entry[0] != state:
+        entry = (state, {})
+    found = entry[1].get(key)
+    if found is not None:
+        return found
+    if _capturing(window):
+        raise RuntimeError(
+            "istft with a window tensor reads the window on the host once per tensor version "
+            "and call shape (the NOLA check and the window envelope), and on every call when "
+            "it needs a gradient or is a view, which cannot happen while a CUDA graph is "
+            "captured: call istft once with this window and shapes before the capture (the "
+            "usual warm-up) and capture with a window that needs no gradient, or pass the "
+            "window by name"
+        )
+    w64 = full_window(p, window.detach(), "float64", backend).cpu().numpy()
+    env, start, stop, out_length = istft_envelope(p, w64, count, length, precision)
+    found = (upload(torch.from_numpy(np.array(env)), window.device), start, stop, out_length)
+    if fixed:
+        if len(entry[1]) >= _ENVELOPE_SHAPES:  # variable lengths: keep the latest shapes
+            entry[1].pop(next(iter(entry[1])))
+        entry[1][key] = found
+        _ENVELOPES[window] = entry
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,18 +487,20 @@ def _sparse_tables(matrix: torch.Tensor, precision: str, transposed: bool = Fals
     copy is made per call. Building them reads the matrix on the host (waits for the device
     once), so it is skipped for what may change every call or cannot wait: a matrix that
     needs a gradient (a learned bank), a view (a backward's transpose, new on every call),
-    and calls made while a CUDA graph is being captured."""
-    if matrix.requires_grad or matrix._base is not None or _capturing(matrix):
+    and, while a CUDA graph is being captured, any that were not built before the capture."""
+    if matrix.requires_grad or matrix._base is not None:
         return None
     state = (matrix._version, matrix.data_ptr(), precision)
     cache = _SPARSE_T if transposed else _SPARSE
     entry = cache.get(matrix)
     if entry is not None and entry[0] == state:
         return entry[1]
+    if _capturing(matrix):
+        return None
     host = matrix.detach().to(device="cpu", dtype=torch.float64).numpy()
     bands, weights, _ = transform_exec.sparse_tables(host.T if transposed else host, precision)
-    tables = (torch.from_numpy(bands).to(matrix.device),
-              torch.from_numpy(weights).to(matrix.device))  # fmt: skip
+    tables = (upload(torch.from_numpy(bands), matrix.device),
+              upload(torch.from_numpy(weights), matrix.device))  # fmt: skip
     cache[matrix] = (state, tables)
     return tables
 
