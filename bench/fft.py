@@ -5,9 +5,11 @@ fft_prime (complex64 1000003), rfft_odd ((16384, 1000) float32 and float16). Tim
 events around --calls back-to-back calls, median of --repeat such samples after --warmup, in
 one process; prints ms, the ratio
 (cuFFT time / specux time: above 1 means specux is faster) and each result's relative L2
-error against a float64 reference.
+error against a float64 reference. ``--graph`` times replays of each call captured in a CUDA
+graph instead: the GPU time alone, without the host's per-call cost (tens of microseconds of
+Python and dispatch, comparable to these kernels' time).
 
-    python bench/fft.py
+    python bench/fft.py [--graph]
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from timing import median_ms  # noqa: E402  (bench/timing.py, beside this script)
+from timing import graphed, median_ms  # noqa: E402  (bench/timing.py, beside this script)
 
 import specux  # noqa: E402
 
@@ -40,9 +42,13 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--calls", type=int, default=10, help="back-to-back calls per sample")
+    parser.add_argument("--graph", action="store_true",
+                        help="time CUDA graph replays of each call (GPU time alone)")  # fmt: skip
     args = parser.parse_args()
     name = torch.cuda.get_device_name()
-    print(f"specux FFT benchmark on {name}, torch {torch.__version__}, median of {args.repeat}")
+    how = "CUDA graph replays" if args.graph else "eager calls"
+    print(f"specux FFT benchmark on {name}, torch {torch.__version__}, median of {args.repeat}"
+          f" samples, {how}")  # fmt: skip
     print(f"{'workload':14s} {'specux ms':>10s} {'cuFFT ms':>9s} {'ratio':>7s} "
           f"{'specux err':>11s} {'cuFFT err':>10s}")  # fmt: skip
     cases = [
@@ -53,14 +59,18 @@ def main() -> int:
         ("rfft_odd f16", torch.randn(16384, 1000).half(), specux.rfft, torch.fft.rfft,
          np.fft.rfft),
     ]  # fmt: skip
+    def timed(fn):
+        return graphed(fn) if args.graph else fn
+
     for label, host, ours, theirs, reference in cases:
         x = host.cuda()
         ref = reference(host.to(torch.complex128 if host.is_complex() else torch.float64).numpy())
-        ours_ms = median_ms(lambda x=x, ours=ours: ours(x), args.warmup, args.repeat, args.calls)
+        ours_ms = median_ms(timed(lambda x=x, ours=ours: ours(x)), args.warmup, args.repeat,
+                            args.calls)  # fmt: skip
         ours_err = _rel(ours(x), ref)
         try:
-            theirs_ms = median_ms(lambda x=x, theirs=theirs: theirs(x), args.warmup, args.repeat,
-                              args.calls)
+            theirs_ms = median_ms(timed(lambda x=x, theirs=theirs: theirs(x)), args.warmup,
+                                  args.repeat, args.calls)  # fmt: skip
             theirs_err = f"{_rel(theirs(x), ref):10.2e}"
             ratio = f"{theirs_ms / ours_ms:6.2f}x"
             theirs_txt = f"{theirs_ms:9.3f}"

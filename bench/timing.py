@@ -37,3 +37,23 @@ def median_ms(fn: Callable, warmup: int, repeat: int, calls: int, device: str = 
                 fn()
             times.append((time.perf_counter() - t0) * 1e3 / calls)
     return float(np.median(times))
+
+
+def graphed(fn: Callable[[], object]) -> Callable[[], None]:
+    """``fn`` captured in a CUDA graph, torch's recipe (two warm-up calls on a side stream,
+    then one captured call); returns the graph's replay, whose time is the GPU's alone (no
+    Python, dispatcher or autograd-engine time per call). Raises what the capture raises: a
+    call that waits for the device cannot be captured."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay

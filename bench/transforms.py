@@ -44,8 +44,16 @@ class in ``notes``; a specux BackendUnavailableError (a transform not on CUDA ye
 reason under the row. Exit status: 0; 1 when specux raised anything else (tracebacks with
 SPECUX_BENCH_TRACEBACK=1); 2 without a CUDA GPU (or on bad arguments).
 
+``--graph`` times replays of a CUDA graph of each contender's call instead (captured once
+after two warm-up calls on a side stream, torch's recipe): the GPU time without the host's
+per-call cost (Python, torch's dispatcher and autograd engine), which at these sizes exceeds
+the kernels' time for the fwd+bwd rows; ``first ms`` and ``scratch`` stay the eager call's. A
+contender that cannot be captured (one that waits for the device inside the call, as
+torch.istft's window check does) shows the capture's error.
+
     python bench/transforms.py                         # every workload, forward (+ mel_bwd)
     python bench/transforms.py --only mel,stft_c --backward --json out.json --plot out.png
+    python bench/transforms.py --backward --graph      # the same, as CUDA graph replays
 
 Debug: ``--device cpu`` runs the same code on CPU tensors at ``--scale`` (default 0.05) times
 the batch and signal lengths, timed with time.perf_counter (no targets, no memory figures).
@@ -70,7 +78,7 @@ from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-from timing import median_ms  # noqa: E402  (bench/timing.py, beside this script)
+from timing import graphed, median_ms  # noqa: E402  (bench/timing.py, beside this script)
 
 WORKLOADS = ("mel", "mel_bwd", "stft_c", "stft_p", "istft", "mfcc", "cqt", "conv")
 
@@ -388,8 +396,11 @@ def _measure(run: Callable[[dict], Any], inputs: dict, args, device: str) -> Res
     try:
         res.first_ms, out = _first_call(lambda: run(inputs), device)
         del out
-        res.ms = median_ms(lambda: run(inputs), args.warmup, args.repeats, args.calls, device)
         res.scratch_mb, res.out = _scratch_call(lambda: run(inputs), device)
+        timed = lambda: run(inputs)  # noqa: E731
+        if args.graph:
+            timed = graphed(timed)
+        res.ms = median_ms(timed, args.warmup, args.repeats, args.calls, device)
     except Exception as exc:  # noqa: BLE001 - a benchmark row, not a crash
         res.error = type(exc).__name__
         res.reason = (str(exc).strip().splitlines() or [""])[0][:300]
@@ -576,6 +587,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--calls", type=int, default=10, help="back-to-back calls per timed sample (default 10)"
     )
+    parser.add_argument(
+        "--graph",
+        action="store_true",
+        help="time replays of each call captured in a CUDA graph (the GPU time without the "
+        "host's per-call Python / dispatcher / autograd-engine cost)",
+    )
     parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
     parser.add_argument("--plot", metavar="PNG", help="bar chart of the ratios (matplotlib)")
     parser.add_argument(
@@ -633,7 +650,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         where = f"CPU ({platform.processor() or platform.machine()}), torch {torch.__version__}"
+    if args.graph and device != "cuda":
+        parser.error("--graph needs --device cuda")
     clock = "CUDA events" if device == "cuda" else "time.perf_counter"
+    if args.graph:
+        clock += " around CUDA graph replays"
     cache = cache_dir() if disk_cache_enabled() else "disabled"
     print(f"specux {specux.__version__} transforms benchmark on {where}")
     print(f"{clock}, median of {args.repeats} samples of {args.calls} calls after {args.warmup} "
@@ -681,6 +702,7 @@ def main(argv: list[str] | None = None) -> int:
             "calls": args.calls,
             "scale": scale,
             "cold_cache": args.cold_cache,
+            "graph": args.graph,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "argv": sys.argv[1:] if argv is None else argv,
         }
