@@ -285,6 +285,7 @@ def stft_fusable(n: int, precision: str, onesided: bool) -> bool:
     return block_fits(bluestein_length(n), precision)
 
 
+@functools.lru_cache(maxsize=256)
 def adjoint_fusable(n: int, precision: str) -> bool:
     """Whether the adjoint of an ``n``-point stft's ``|X| ** e`` runs as one kernel
     (:func:`stft_1d`'s value "adjoint"): an even length whose half is a packed block

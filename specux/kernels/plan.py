@@ -185,6 +185,7 @@ def _primes(n: int) -> list[int] | None:
     return out if rest == 1 else None
 
 
+@functools.lru_cache(maxsize=1024)
 def stage_radices(n: int) -> tuple[int, ...] | None:
     """``n``'s prime factors grouped into as few stage radices <= 16 as greedy packing finds
     (1024 -> 16, 16, 4; 1000 -> 10, 10, 10), or None if a prime factor is above 13."""
@@ -343,6 +344,7 @@ def _slot_bytes(n: int, precision: str, bins: int) -> int:
     return skewed(n, precision) * complex_bytes + bins * (complex_bytes // 2)
 
 
+@functools.lru_cache(maxsize=1024)
 def block_fits(n: int, precision: str) -> bool:
     return n * _COMPLEX_BYTES[precision] <= BLOCK_BYTES and stage_radices(n) is not None
 
