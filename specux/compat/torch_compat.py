@@ -77,7 +77,9 @@ def upload(host, device):
     allocator's ordinary pool even while torch.compile's CUDA graph trees warm up a graph
     (they send the current stream's allocations to the graph's private pool and then
     require every live tensor there to be a graph output); the current stream waits for the
-    copy before its later work."""
+    copy before its later work, and the memory is marked as used by that stream, so a cache
+    that drops the tensor (a new tensor version, an evicted shape) cannot have it reused by
+    the next upload while kernels queued on the current stream still read it."""
     torch = torch_module()
     device = torch.device(device)
     if device.type != "cuda":
@@ -90,6 +92,7 @@ def upload(host, device):
     with torch.cuda.stream(stream):
         out = host.to(torch.device("cuda", index))
     current.wait_stream(stream)
+    out.record_stream(current)
     return out
 
 

@@ -207,9 +207,10 @@ def stage_radices(n: int) -> tuple[int, ...] | None:
 @functools.lru_cache(maxsize=256)
 def even_radices(n: int) -> tuple[int, ...] | None:
     """As many stages as :func:`stage_radices`, with the smallest widest radix among the
-    ways to deal ``n``'s prime factors into that many radices <= 16 (ties: the most even;
-    512 -> 8, 8, 8 where greedy packing gives 16, 16, 2; 1024 keeps 16, 16, 4), largest first.
-    Fewer values a thread holds per butterfly: fewer registers, more threads a transform."""
+    ways to deal ``n``'s prime factors into that many radices <= 16 (ties: the most even),
+    largest first; the greedy radices where no way lowers the widest one (512 -> 8, 8, 8
+    where greedy packing gives 16, 16, 2; 1024 keeps 16, 16, 4). Fewer values a thread holds
+    per butterfly: fewer registers, more threads a transform."""
     greedy = stage_radices(n)
     if greedy is None or len(greedy) <= 1:
         return greedy
