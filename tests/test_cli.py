@@ -71,3 +71,26 @@ def test_cpu_benchmark_script_runs_and_prints_ratios():
     assert re.search(r"\d+\.\d / \d+\.\d / \d+\.\d$", row.rstrip()), row  # CPU ms, all three
     assert "failed" not in result.stdout
     assert "specux's CPU FFTs ran on: scipy" in result.stdout
+
+
+def test_transforms_benchmark_script_cpu_smoke_and_graph_needs_cuda():
+    # bench/transforms.py's debug run on CPU tensors (the same code paths as on the GPU, at
+    # 5% of the sizes): specux's row prints a time and a difference to torch.stft; --graph
+    # (CUDA graph replays) refuses a CPU run with a clear message and exit status 2
+    pytest.importorskip("torch")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    script = os.path.join(ROOT, "bench", "transforms.py")
+    result = subprocess.run(
+        [sys.executable, script, "--device", "cpu", "--only", "stft_p", "--repeats", "1",
+         "--calls", "1", "--warmup", "0"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.startswith("stft_p"))
+    assert "torch.stft abs pow" in row and re.search(r"\d\.\de-\d\d", row), row  # the diff
+    refused = subprocess.run(
+        [sys.executable, script, "--device", "cpu", "--graph"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "--graph needs --device cuda" in refused.stderr
