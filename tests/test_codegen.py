@@ -222,6 +222,35 @@ def test_even_radices():
         assert spec.radices == (8, 8, 8)
 
 
+def test_shared_layout_model_and_choice():
+    """plan.shared_layout: power-of-two lengths keep the default layout (no bank conflicts in
+    the model); others take the layout with the fewest modeled wavefronts, never padding
+    more than the default; the model's counts for the 500-point real-FFT kernel (the
+    1000-point rfft) are the ones the docstring quotes."""
+    real, half = plan.LoadSpec(mode="real"), plan.StoreSpec(mode="half")
+    for n in (64, 256, 512, 1024, 4096):
+        spec = plan.block(n, -1, "float32", plan.LoadSpec(), plan.StoreSpec())
+        accesses = plan._exchange_accesses(n, spec.radices, spec.threads, spec.per_block)
+        ideal = len(np.unique(accesses[2])) * 2  # 32 lanes x 8 bytes: two wavefronts
+        assert plan._wavefronts(accesses, n, 2, 4, 0) == ideal, n
+        assert (spec.shift, spec.slot_extra) == (4, 0)
+    spec = plan.block(500, -1, "float32", real, half, pack="r2c")
+    accesses = plan._exchange_accesses(500, spec.radices, spec.threads, spec.per_block)
+    assert (spec.radices, spec.threads, spec.per_block) == ((10, 10, 5), 50, 5)
+    assert plan._wavefronts(accesses, 500, 2, 4, 0) == 1399
+    assert (spec.shift, spec.slot_extra) == (6, 6)
+    assert plan._wavefronts(accesses, 500, 2, 6, 6) == 876
+    assert spec.slot_size == 500 + 8 + 6 and spec.slot_size <= plan.skewed(500, "float32")
+    assert spec.shared_bytes == 5 * spec.slot_size * 8
+    for n in (21, 100, 200, 360, 1000, 1155, 2310):  # never more padding than the default
+        for precision in ("float32", "float64"):
+            spec = plan.block(n, -1, precision, plan.LoadSpec(), plan.StoreSpec())
+            assert spec.shift >= plan.SKEW[precision]
+            assert 0 <= spec.slot_extra < 32 // (plan._COMPLEX_BYTES[precision] // 4)
+    staged = plan.block(1000, -1, "float32", plan.LoadSpec(), plan.StoreSpec(), load_staged=True)
+    assert (staged.shift, staged.slot_extra) == (4, 0)  # staged transfers keep the default
+
+
 def test_register_bound_of_the_radix_16_block_kernels():
     """Plain transforms with a radix-16 first stage and <= 256 threads a block ask the compiler
     for 1024 threads per SM (__launch_bounds__'s second argument); the others are unbounded."""

@@ -8,8 +8,10 @@ so one launch reads and writes each element once. Sizes are compile-time constan
 index in the block is 32-bit arithmetic with constant divisors; only the row base of a
 transform is 64-bit (computed once per thread).
 
-Shared memory holds complex values with index ``j`` at ``j + (j >> plan.SKEW)``, which keeps
-the power-of-two strides of the stage writes off a single bank. Staged transfers
+Shared memory holds complex values with index ``j`` at ``j + (j >> spec.shift)`` of the
+transform's slot of ``spec.slot_size`` points (plan.SKEW, or plan.shared_layout's choice for
+lengths other than powers of two), which keeps the strides of the stage writes off a single
+bank. Staged transfers
 (``load_staged`` / ``store_staged``) move whole blocks between global and shared memory with
 the block's transforms interleaved, so columns (strided transforms, the four-step passes) are
 read and written in contiguous runs.
@@ -23,7 +25,7 @@ import functools
 from specux.kernels.codegen.butterfly import Code, small_dft
 from specux.kernels.codegen.dialects import Dialect
 from specux.kernels.codegen.fft import _REAL, LAYOUT_PARAMS, _storage_type, _types
-from specux.kernels.plan import SKEW, USER, BlockSpec, skewed
+from specux.kernels.plan import USER, BlockSpec
 
 BLOCK_NAME = "specux_fft_block"
 
@@ -640,10 +642,10 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
     conj = "" if spec.sign < 0 else " w.im = -w.im;"
     body = [
         "    cpx* const smem = (cpx*)specux_shared;",
-        f"    real_t* const pw = (real_t*)(smem + {per_block * skewed(n, spec.precision)});",
+        f"    real_t* const pw = (real_t*)(smem + {per_block * spec.slot_size});",
         "    const cpx* const tw_table = (const cpx*)twiddles;",
         f"    auto tw = [&](int index) -> cpx {{ cpx w = tw_table[index];{conj} return w; }};",
-        f"    auto skew = [](int j) -> int {{ return j + (j >> {SKEW[spec.precision]}); }};",
+        f"    auto skew = [](int j) -> int {{ return j + (j >> {spec.shift}); }};",
         "    auto row_base = [](long long u, long long inner, long long outer,"
         " long long istride) -> long long {",
         "        if (inner == 1) return u * outer;",
@@ -677,7 +679,7 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
     else:
         body += [f"    const int t = tid % {threads};", f"    const int s = tid / {threads};"]
     body += _slot("", "s", spec)
-    slots = skewed(n, spec.precision)
+    slots = spec.slot_size
     body.append(f"    cpx* const my = smem + s * {slots};")
     staged = spec.load_staged or spec.store_staged
     if staged:  # the transfer slot: consecutive threads walk consecutive transforms
