@@ -232,14 +232,14 @@ def test_shared_layout_model_and_choice():
         spec = plan.block(n, -1, "float32", plan.LoadSpec(), plan.StoreSpec())
         accesses = plan._exchange_accesses(n, spec.radices, spec.threads, spec.per_block)
         ideal = len(np.unique(accesses[2])) * 2  # 32 lanes x 8 bytes: two wavefronts
-        assert plan._wavefronts(accesses, n, 2, 4, 0) == ideal, n
+        assert plan._wavefronts(accesses, n, "float32", 4, 0) == ideal, n
         assert (spec.shift, spec.slot_extra) == (4, 0)
     spec = plan.block(500, -1, "float32", real, half, pack="r2c")
     accesses = plan._exchange_accesses(500, spec.radices, spec.threads, spec.per_block)
     assert (spec.radices, spec.threads, spec.per_block) == ((10, 10, 5), 50, 5)
-    assert plan._wavefronts(accesses, 500, 2, 4, 0) == 1399
+    assert plan._wavefronts(accesses, 500, "float32", 4, 0) == 1399
     assert (spec.shift, spec.slot_extra) == (6, 6)
-    assert plan._wavefronts(accesses, 500, 2, 6, 6) == 876
+    assert plan._wavefronts(accesses, 500, "float32", 6, 6) == 876
     assert spec.slot_size == 500 + 8 + 6 and spec.slot_size <= plan.skewed(500, "float32")
     assert spec.shared_bytes == 5 * spec.slot_size * 8
     for n in (21, 100, 200, 360, 1000, 1155, 2310):  # never more padding than the default

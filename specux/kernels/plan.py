@@ -257,8 +257,8 @@ def skewed(n: int, precision: str, shift: int | None = None) -> int:
 
 def _exchange_accesses(n: int, radices: tuple[int, ...], threads: int, per_block: int):
     """(slot, point index, access group) of every shared-memory access of the stage exchanges
-    of a block kernel (the reads of every stage after the first, the writes of every stage
-    before the last), one group per (instruction, warp)."""
+    of a block kernel of two or more stages (the reads of every stage after the first, the
+    writes of every stage before the last), one group per (instruction, warp)."""
     tid = np.arange(threads * per_block)
     slot, t, warp = tid // threads, tid % threads, tid // 32
     warps = -(-len(tid) // 32)
@@ -283,17 +283,16 @@ def _exchange_accesses(n: int, radices: tuple[int, ...], threads: int, per_block
                     groups.append(group + warp[live])
                     group += warps
         stride *= radix
-    if not slots:
-        return None
     return np.concatenate(slots), np.concatenate(points), np.concatenate(groups), group
 
 
-def _wavefronts(accesses, n: int, words: int, shift: int, extra: int) -> int:
+def _wavefronts(accesses, n: int, precision: str, shift: int, extra: int) -> int:
     """Shared-memory wavefronts of ``accesses`` with layout (shift, extra): per access
     group, the most words any of the 32 four-byte banks serves (every access of a group is
     to a distinct point, so no two share a word)."""
     slots, points, groups, count = accesses
-    size = skewed(n, "float32", shift) + extra
+    words = _COMPLEX_BYTES[precision] // 4
+    size = skewed(n, precision, shift) + extra
     word = (slots * size + points + (points >> shift)) * words
     bank = (word[:, None] + np.arange(words)) % 32
     key = (groups[:, None] * 32 + bank).ravel()
@@ -315,21 +314,15 @@ def shared_layout(n: int, radices: tuple[int, ...], threads: int, per_block: int
     kernel 1399 -> 876 a block, n_fft 400's 200-point kernel 1437 -> 869, 720 -> 1285 from
     3473); it reproduced the conflict share ncu measured on the 500-point kernel (64% of its
     shared stores; the model 66%). Not yet timed on a GPU."""
-    default = (SKEW[precision], 0)
     if n & (n - 1) == 0 or len(radices) < 2:
-        return default
+        return SKEW[precision], 0
     accesses = _exchange_accesses(n, radices, threads, per_block)
-    if accesses is None:
-        return default
-    words = _COMPLEX_BYTES[precision] // 4
-    extras = range(32 // words) if per_block > 1 else range(1)
-    best = (_wavefronts(accesses, n, words, *default), *default)
-    for shift in range(SKEW[precision], 7):
-        for extra in extras:
-            found = (_wavefronts(accesses, n, words, shift, extra), shift, extra)
-            if found < best:
-                best = found
-    return best[1], best[2]
+    # with one transform a block, pad slots after it change nothing
+    extras = range(128 // _COMPLEX_BYTES[precision]) if per_block > 1 else range(1)
+    # ties go to the least shift, then the fewest extras: the default (SKEW, 0) first
+    _, shift, extra = min((_wavefronts(accesses, n, precision, shift, extra), shift, extra)
+                          for shift in range(SKEW[precision], 7) for extra in extras)  # fmt: skip
+    return shift, extra
 
 
 @dataclass(frozen=True)
@@ -416,9 +409,7 @@ class BlockSpec:
 
     @property
     def shared_bytes(self) -> int:
-        complex_bytes = _COMPLEX_BYTES[self.precision]
-        return self.per_block * (self.slot_size * complex_bytes
-                                 + self.store.bins * (complex_bytes // 2))  # fmt: skip
+        return self.per_block * _slot_bytes(self.slot_size, self.precision, self.store.bins)
 
     @property
     def min_blocks(self) -> int:
@@ -437,10 +428,11 @@ class BlockSpec:
         return 1
 
 
-def _slot_bytes(n: int, precision: str, bins: int) -> int:
-    """Shared memory of one transform: its skewed complex points and any reduce values."""
+def _slot_bytes(points: int, precision: str, bins: int) -> int:
+    """Shared memory of one transform: its slot of complex points (skewed, with any pad
+    slots) and any reduce values."""
     complex_bytes = _COMPLEX_BYTES[precision]
-    return skewed(n, precision) * complex_bytes + bins * (complex_bytes // 2)
+    return points * complex_bytes + bins * (complex_bytes // 2)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -480,7 +472,7 @@ def block(
     if staged:
         per_block = max(per_block, 32 // _COMPLEX_BYTES[precision])
     per_block = min(per_block, max(1, (MAX_THREADS if staged else 512) // threads))
-    row_bytes = _slot_bytes(n, precision, store.bins)
+    row_bytes = _slot_bytes(skewed(n, precision), precision, store.bins)
     while per_block > 1 and per_block * row_bytes > (150 if staged else 100) * 1024:
         per_block -= 1
     shift, extra = SKEW[precision], 0

@@ -515,10 +515,10 @@ def cqt_correlate(backend, padded, out, spec: ConstantQSpec, plan, *, count: int
                   out_width=2 * spec.n_bins, column=2 * g.start, precision=precision)  # fmt: skip
 
 
-__all__ = ["BankReduce", "bank", "bank_tables", "convert", "correlate", "correlate_option",
-           "correlate_t", "correlate_t_option", "cqt_correlate", "cqt_correlate_t", "cqt_kernel",
-           "cqt_plan", "dense_bands", "elementwise", "filterbank_of_spectrum", "filterbank_stft",
-           "fold_table", "frame", "hop_major", "istft_overlap_add", "overlap_add", "overlap_save",
-           "overlap_save_length", "overlap_save_operands", "pad_sources",
-           "sparse_bank", "sparse_tables", "spectrum_value", "stft", "stft_fusable",
-           "adjoint_fusable"]  # fmt: skip
+__all__ = ["BankReduce", "adjoint_fusable", "bank", "bank_tables", "convert", "correlate",
+           "correlate_option", "correlate_t", "correlate_t_option", "cqt_correlate",
+           "cqt_correlate_t", "cqt_kernel", "cqt_plan", "dense_bands", "elementwise",
+           "filterbank_of_spectrum", "filterbank_stft", "fold_table", "frame", "hop_major",
+           "istft_overlap_add", "overlap_add", "overlap_save", "overlap_save_length",
+           "overlap_save_operands", "pad_sources", "sparse_bank", "sparse_tables", "spectrum_value",
+           "stft", "stft_fusable"]  # fmt: skip

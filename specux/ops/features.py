@@ -18,6 +18,7 @@ import torch
 
 from specux.compat.arrays import numpy_name
 from specux.kernels.cpu import features as cpu_features
+from specux.kernels.cpu import stft as cpu_stft
 from specux.meta import matrices, shapes
 from specux.meta.matrices import MatrixSpec
 from specux.ops._declare import call, declare, from_numpy, numpy_dtype, to_numpy
@@ -180,8 +181,6 @@ def _bank_adjoint_fake(x, window, window_name, n_fft, hop_length, win_length, ce
 
 def _bank_adjoint_cpu(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
                       power, bank, bank_spec, grad):  # fmt: skip
-    from specux.kernels.cpu import stft as cpu_stft
-
     _bank_adjoint_check(x, n_fft, hop_length, center, bank, bank_spec, grad)
     p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, False, True)
     dense = _dense(bank, bank_spec, x.dtype)

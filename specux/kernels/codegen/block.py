@@ -196,14 +196,14 @@ def _store_lambda(spec: BlockSpec) -> str:
         lines.append("        v = cmul(v, ((const cpx*)store_table)[g]);")
     if store.scaled:
         lines.append("        v.re *= (real_t)scale; v.im *= (real_t)scale;")
-    target = "out[base + g]" if spec.unit_out else "out[base + g * out_elem_stride]"
+    target = f"out[{_out_offset(spec)}]"
     if store.reduce:  # the slot's reduce values in shared memory (base: the slot's offset)
         target = "pw[base + g]"
         lines.append(f"        if (g >= {store.bins}) return;")
     if value == "complex":
         result = "v.re" if store.mode == "real" else "v"
     elif value == "cotangent":
-        lines += _cotangent(target.replace("out[", "((const real_t*)factors)[", 1))
+        lines += _cotangent(f"((const real_t*)factors)[{_out_offset(spec)}]")
         result = "v"
     else:
         lines.append("        const real_t power = v.re * v.re + v.im * v.im;")
@@ -222,6 +222,12 @@ def _store_lambda(spec: BlockSpec) -> str:
 
 
 _COMPLEX_VALUES = ("complex", "cotangent")
+
+
+def _out_offset(spec: BlockSpec) -> str:
+    """Where the store's element ``g`` of the row at ``base`` lies in the output (the
+    cotangent's factors are laid out alike)."""
+    return "base + g" if spec.unit_out else "base + g * out_elem_stride"
 
 
 def _cotangent(factor: str) -> list[str]:
@@ -247,12 +253,11 @@ def _adjoint_store_lambda(spec: BlockSpec) -> str:
     """The store of the fused adjoint (StoreSpec.value ``adjoint``, :func:`_adjoint`): real
     sample g of the inverse transform, scaled by ``factor`` and weighted by the window."""
     out_t = _storage_type(spec.store.storage, "real")
-    target = "out[base + g]" if spec.unit_out else "out[base + g * out_elem_stride]"
     return "\n".join([
         "    auto store = [&](long long base, long long g, cpx v) {",
         f"        {out_t}* out = ({out_t}*)out_ptr;",
         "        const real_t y = v.re * (real_t)factor;",
-        f"        put(&{target}, y * ((const real_t*)window)[g]);",
+        f"        put(&out[{_out_offset(spec)}], y * ((const real_t*)window)[g]);",
         "    };",
     ])  # fmt: skip
 
