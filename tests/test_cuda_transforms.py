@@ -970,18 +970,22 @@ def test_backward_reuses_the_device_window():
     from specux.ops import stft as ops_stft
 
     p = ops_stft.params_of(1024, 256, 1024, "hann", True, "constant", False, True)
-    device = torch.device("cuda", torch.cuda.current_device())  # as tensors report it
+    like = torch.empty(0, device="cuda")
     ops_stft._DEVICE_WINDOWS.clear()
     with torch.inference_mode():
-        ops_stft.full_window_tensor(p, None, F32, device)
+        ops_stft.full_window_tensor(p, None, F32, like)
     assert not ops_stft._DEVICE_WINDOWS
-    first = ops_stft.full_window_tensor(p, None, F32, device)
-    assert ops_stft.full_window_tensor(p, None, F32, device) is first
-    x = _signal((2, 8000), seed=3, dtype=F32).to(device).requires_grad_()
+    first = ops_stft.full_window_tensor(p, None, F32, like)
+    assert ops_stft.full_window_tensor(p, None, F32, like) is first
+    x = _signal((2, 8000), seed=3, dtype=F32).cuda().requires_grad_()
     specux.melspectrogram(x, **PERF, n_mels=40).sum().backward()
     assert len(ops_stft._DEVICE_WINDOWS) == 1  # the backward used the cached one
     cpu = torch.from_numpy(np.asarray(ops_stft.cpu_stft.full_window(p, None, np.float32)))
     assert torch.equal(first.cpu(), cpu)
+    # traced code's window op: a fresh device copy of the cached window
+    traced = torch.ops.specux.named_window(like, "hann", 1024, 1024, F32)
+    assert traced.is_cuda and torch.equal(traced, first)
+    assert traced.data_ptr() != first.data_ptr()
 
 
 # --------------------------------------------------------------------------------------------

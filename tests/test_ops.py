@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -332,6 +333,54 @@ def test_backward_constants_are_cached_only_in_plain_eager_code():
     assert torch.equal(first.reshape(-1), expected)
     odd = ops_fft._hermitian_weights(grad, -1, 17, 2.0).reshape(-1)  # no Nyquist bin
     assert odd[0] == 1.0 and torch.all(odd[1:] == 2.0)
+
+
+@pytest.mark.parametrize("window,win_length,n_fft,dtype",
+                         [("hann", 400, 512, torch.float32), ("kaiser:8.6", 7, 9, F64),
+                          ("hamming", 16, 16, torch.float16)])  # fmt: skip
+def test_named_window_op(window, win_length, n_fft, dtype):
+    """specux::named_window (the window of traced backward formulas): opcheck, and the CPU
+    backend's window, a fresh tensor every call."""
+    from specux.kernels.cpu import stft as cpu_stft
+    from specux.meta.params import WindowSpec
+
+    op = torch.ops.specux.named_window.default
+    like = torch.empty(0, dtype=C128)
+    torch.library.opcheck(op, (like, window, win_length, n_fft, dtype))
+    out = op(like, window, win_length, n_fft, dtype)
+    expected = cpu_stft.named_full_window(WindowSpec.from_key(window), win_length, n_fft,
+                                          str(dtype).removeprefix("torch."))  # fmt: skip
+    assert out.dtype == dtype and torch.equal(out, torch.from_numpy(np.array(expected)))
+    out.fill_(7.0)  # a fresh tensor: writing to it leaves the next call's alone
+    assert torch.equal(op(like, window, win_length, n_fft, dtype),
+                       torch.from_numpy(np.array(expected)))  # fmt: skip
+
+
+def test_traced_backward_holds_no_host_constants():
+    """Traced stft / istft backward formulas fetch a named window through specux::named_window,
+    not as a host constant copied to the device inside the graph (a graph constant that CUDA
+    graph trees cannot account for), and still give eager's gradient."""
+    from torch._functorch.aot_autograd import aot_function
+
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    def fn(x):
+        S = specux.stft(x, n_fft=64, hop_length=16)
+        return specux.istft(S * 0.5, n_fft=64, hop_length=16, length=x.shape[-1])
+
+    x = _make((2, 400), F64, requires_grad=True)
+    (traced,) = torch.autograd.grad(aot_function(fn, keep, keep)(x).sum(), [x])
+    (eager,) = torch.autograd.grad(fn(x).sum(), [x])
+    assert torch.equal(traced, eager)
+    assert len(graphs) == 2  # forward, backward
+    nodes = [n for gm in graphs for n in gm.graph.nodes]
+    assert not [n.target for n in nodes if n.op == "get_attr"]
+    windows = [n for n in nodes if n.target is torch.ops.specux.named_window.default]
+    assert len(windows) == 2  # the stft's and the istft's backward
 
 
 @pytest.mark.parametrize("bank", ["named", "tensor"])

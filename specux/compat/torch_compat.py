@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 from types import ModuleType
 
 
@@ -69,28 +70,48 @@ def current_raw_stream(index: int) -> int:
 
 
 _UPLOAD_STREAMS: dict = {}
+_UPLOADER: list = []  # the upload thread's executor, made on first use
+_UPLOADER_LOCK = threading.Lock()
+
+
+def _uploader():
+    if not _UPLOADER:
+        with _UPLOADER_LOCK:
+            if not _UPLOADER:
+                from concurrent.futures import ThreadPoolExecutor
+
+                _UPLOADER.append(ThreadPoolExecutor(1, thread_name_prefix="specux-upload"))
+    return _UPLOADER[0]
+
+
+def _copy_on_side_stream(torch, host, index: int):
+    stream = _UPLOAD_STREAMS.get(index)
+    if stream is None:
+        stream = _UPLOAD_STREAMS.setdefault(index, torch.cuda.Stream(device=index))
+    with torch.cuda.stream(stream):
+        return host.to(torch.device("cuda", index)), stream
 
 
 def upload(host, device):
-    """``host`` (a CPU tensor) copied to ``device`` for a cache that outlives the call. On a
-    CUDA device the copy runs on a side stream of the device, so its memory comes from the caching
-    allocator's ordinary pool even while torch.compile's CUDA graph trees warm up a graph
-    (they send the current stream's allocations to the graph's private pool and then
-    require every live tensor there to be a graph output); the current stream waits for the
-    copy before its later work, and the memory is marked as used by that stream, so a cache
-    that drops the tensor (a new tensor version, an evicted shape) cannot have it reused by
-    the next upload while kernels queued on the current stream still read it."""
+    """``host`` (a CPU tensor) copied to ``device`` for a cache that outlives the call.
+
+    On a CUDA device the copy is made by specux's upload thread on a side stream, so its
+    memory comes from the caching allocator's ordinary pool even while torch.compile's CUDA
+    graph trees warm up a graph: they send every allocation of the warming thread to the
+    graph's private pool and then require each live tensor there to be a graph output (a
+    cache allocated there fails mode="reduce-overhead": "Detected N tensor(s) in the
+    cudagraph pool not tracked as outputs"). The current stream waits for the copy before
+    its later work, and the memory is marked as used by that stream, so a cache that drops
+    the tensor (a new tensor version, an evicted shape) cannot have it reused by the next
+    upload while kernels queued on the current stream still read it. Only cache misses
+    come here."""
     torch = torch_module()
     device = torch.device(device)
     if device.type != "cuda":
         return host.to(device)
     index = device.index if device.index is not None else torch.cuda.current_device()
-    stream = _UPLOAD_STREAMS.get(index)
-    if stream is None:
-        stream = _UPLOAD_STREAMS.setdefault(index, torch.cuda.Stream(device=index))
+    out, stream = _uploader().submit(_copy_on_side_stream, torch, host, index).result()
     current = torch.cuda.current_stream(index)
-    with torch.cuda.stream(stream):
-        out = host.to(torch.device("cuda", index))
     current.wait_stream(stream)
     out.record_stream(current)
     return out

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-from specux.compat.torch_compat import plain_eager, upload
+from specux.compat.torch_compat import dtype_name, plain_eager, upload
 from specux.kernels.cpu import stft as cpu_stft
 from specux.meta import shapes
 from specux.meta.params import StftParams, WindowSpec, dual_norm
@@ -54,22 +54,63 @@ def params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, norm
 _DEVICE_WINDOWS: dict[tuple, torch.Tensor] = {}
 
 
-def full_window_tensor(p: StftParams, window, dtype, device) -> torch.Tensor:
-    """The n_fft-sample window as a tensor (differentiable when ``window`` is a tensor)."""
-    if window is not None:
-        left = centered_offset(p.win_length, p.n_fft)
-        return torch.nn.functional.pad(window, (left, p.n_fft - p.win_length - left))
-    named = cpu_stft.full_window(p, None, numpy_dtype(dtype))
-    device = torch.device(device)
-    # Traced code builds it in the graph; inference mode would cache an inference tensor.
-    if device.type == "cpu" or not plain_eager() or torch.is_inference_mode_enabled():
-        return torch.from_numpy(np.array(named)).to(device)
-    key = (p.window, p.win_length, p.n_fft, dtype, device)
+def _device_window(window_name: str, win_length: int, n_fft: int, dtype, device) -> torch.Tensor:
+    """The cached device copy of a named n_fft-sample window (shared: never hand it out to
+    code that may write to it or keep it as a graph output)."""
+    key = (window_name, win_length, n_fft, dtype, device)
     cached = _DEVICE_WINDOWS.get(key)
     if cached is None:
+        named = cpu_stft.named_full_window(WindowSpec.from_key(window_name), win_length, n_fft,
+                                           dtype_name(dtype))  # fmt: skip
         cached = _DEVICE_WINDOWS.setdefault(key, upload(torch.from_numpy(np.array(named)),
                                                         device))  # fmt: skip
     return cached
+
+
+def _named_window_fake(like, window_name, win_length, n_fft, dtype):
+    return like.new_empty(n_fft, dtype=dtype)
+
+
+def _named_window_cpu(like, window_name, win_length, n_fft, dtype):
+    named = cpu_stft.named_full_window(WindowSpec.from_key(window_name), win_length, n_fft,
+                                       dtype_name(dtype))  # fmt: skip
+    return torch.from_numpy(np.array(named))
+
+
+def _named_window_cuda(like, window_name, win_length, n_fft, dtype):
+    return _device_window(window_name, win_length, n_fft, dtype, like.device).clone()
+
+
+# The named window as an op, for traced backward formulas: built on the host and copied, it
+# would be a host constant of the compiled graph plus a copy to the device in it. The op
+# hands every call a fresh tensor (on CUDA a device copy of the cached window), so a graph
+# holds no constant and no tensor outlives its run (CUDA graph trees, torch.compile's
+# mode="reduce-overhead", require that of every tensor allocated while a graph warms up). Not
+# differentiable (``like`` gives only the device). Not in OPS (the gradcheck tables): test_ops
+# opchecks it apart.
+NAMED_WINDOW = "specux::named_window"
+torch.library.define(NAMED_WINDOW, "(Tensor like, str window_name, int win_length, int n_fft, "
+                     "ScalarType dtype) -> Tensor")  # fmt: skip
+torch.library.register_fake(NAMED_WINDOW, _named_window_fake)
+torch.library.impl(NAMED_WINDOW, "cpu", _named_window_cpu)
+torch.library.impl(NAMED_WINDOW, "cuda", _named_window_cuda)
+
+
+def full_window_tensor(p: StftParams, window, dtype, like: torch.Tensor) -> torch.Tensor:
+    """The n_fft-sample window as a tensor on ``like``'s device (differentiable when
+    ``window`` is a tensor; a named one in ``dtype``)."""
+    if window is not None:
+        left = centered_offset(p.win_length, p.n_fft)
+        return torch.nn.functional.pad(window, (left, p.n_fft - p.win_length - left))
+    if not plain_eager():  # traced: an op, not a host constant (above)
+        return torch.ops.specux.named_window(like, p.window.as_key(), p.win_length, p.n_fft,
+                                             dtype)  # fmt: skip
+    device = like.device
+    # inference mode would cache an inference tensor
+    if device.type == "cpu" or torch.is_inference_mode_enabled():
+        named = cpu_stft.full_window(p, None, numpy_dtype(dtype))
+        return torch.from_numpy(np.array(named)).to(device)
+    return _device_window(p.window.as_key(), p.win_length, p.n_fft, dtype, device)
 
 
 def _window_grad(p: StftParams, full_grad: torch.Tensor) -> torch.Tensor:
@@ -167,7 +208,7 @@ def complex_adjoint(grad, x, window, p: StftParams, needs_x: bool, needs_window:
         y = c2c(columns, [-1], False, dual_norm(p.fft_norm)).real
     grad_x = grad_w = None
     if needs_x:
-        w = full_window_tensor(p, window, y.dtype, x.device)  # y: the compute precision
+        w = full_window_tensor(p, window, y.dtype, y)  # y: the compute precision
         grad_x = overlap_add(y * w, x.shape[-1], p.hop_length, p.pad, p.pad_mode)
     if window is not None and needs_window:
         frames = frame(x, p.n_fft, p.hop_length, p.pad, p.pad_mode)
@@ -387,7 +428,7 @@ def _istft_backward(ctx, grad):
     span = shapes.ola_length(count, n_fft, hop)
     start, stop, _ = cpu_stft.istft_bounds(p, count, None if length < 0 else length)
     rdtype = REAL_OF[spec.dtype]
-    w = full_window_tensor(p, window, rdtype, spec.device)
+    w = full_window_tensor(p, window, rdtype, spec)
     # The envelope is recomputed from w with specux ops so the window gradient sees it.
     env = overlap_add((w * w).expand(count, n_fft), span, hop, 0, "constant")
     safe_env = torch.where(env > cpu_stft.NOLA_THRESHOLD, env, torch.ones_like(env))

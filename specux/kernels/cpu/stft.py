@@ -30,7 +30,7 @@ NOLA_THRESHOLD = 1e-11
 def full_window(p: StftParams, window: np.ndarray | None, dtype: np.dtype) -> np.ndarray:
     """The ``n_fft``-sample analysis window: named or given, zero-padded on both sides."""
     if window is None:
-        return _named_full_window(p.window, p.win_length, p.n_fft, numpy_name(dtype))
+        return named_full_window(p.window, p.win_length, p.n_fft, numpy_name(dtype))
     if window.shape[-1] == p.n_fft:
         return window.astype(dtype, copy=False)
     out = np.zeros(p.n_fft, dtype=dtype)
@@ -40,7 +40,9 @@ def full_window(p: StftParams, window: np.ndarray | None, dtype: np.dtype) -> np
 
 
 @functools.lru_cache(maxsize=128)
-def _named_full_window(spec: WindowSpec, win_length: int, n_fft: int, dtype: str) -> np.ndarray:
+def named_full_window(spec: WindowSpec, win_length: int, n_fft: int, dtype: str) -> np.ndarray:
+    """A named window of ``win_length`` samples centred in ``n_fft`` zeros, in ``dtype``
+    (read-only, cached)."""
     out = np.zeros(n_fft, dtype=np.float64)
     start = centered_offset(win_length, n_fft)
     out[start : start + win_length] = named_window(spec, win_length)
