@@ -2,6 +2,9 @@
 
     compute-sanitizer --tool memcheck python3 tools/sanitize_fft.py
     compute-sanitizer --tool racecheck python3 tools/sanitize_fft.py
+
+(memcheck's count includes cuda-bindings' start-up probes of driver entry points, host API
+errors: see tools/sanitize_transforms.py.)
 """
 
 import torch

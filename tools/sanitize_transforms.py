@@ -9,6 +9,11 @@ The torch-free route's kernels (conversions, elementwise maps, the constant-Q co
 have their own workload, tests/native_route_worker.py, which blocks torch:
 
     compute-sanitizer --tool memcheck python3 tests/native_route_worker.py /tmp/n.npz --quick
+
+memcheck's error count includes host API errors that are not specux's kernels: cuda-bindings
+probes driver entry points at start-up, and each probe the driver answers with
+CUDA_ERROR_INVALID_VALUE (cuGetProcAddress_v2) is listed (34 of them, the whole count, on the
+H200 with cuda-bindings 13, 2026-12-02). Kernel errors read "Invalid __global__ ..." etc.
 """
 
 import torch
