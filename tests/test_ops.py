@@ -142,6 +142,8 @@ def _samples(name):
         return [
             ("mel-power", bank_args((2, 40), None, 16, 4, True, "reflect", 2.0, None, "power")),
             ("mel-db-window", bank_args((30,), True, 16, 5, True, "constant", 2.0, None, "db")),
+            # the named bank and window: the dB backward from the kept output, one adjoint op
+            ("mel-db", bank_args((2, 40), None, 16, 4, True, "reflect", 2.0, None, "db")),
             ("bank-tensor-mag", bank_args((2, 33), True, 8, 3, False, "constant", 1.0, True,
                                           "power")),  # fmt: skip
             ("bank-tensor-p1.5-db", bank_args((20,), None, 8, 2, True, "replicate", 1.5, True,
@@ -442,3 +444,67 @@ def test_power_adjoint_checks_its_gradient_and_matches_the_composite_backward():
     y = op(x, window.requires_grad_(True), "array", 16, 4, 16, True, "reflect", False, 2.0, g)
     with pytest.raises(RuntimeError, match="no gradient with respect to the window"):
         torch.autograd.grad(y.sum(), window)
+
+
+@pytest.mark.parametrize("which", ["melspectrogram", "stft"])
+def test_db_backward_uses_the_kept_output(which):
+    """A dB output's backward takes the values from the output (10 ** (db / factor)) instead
+    of a second forward transform: no forward kernel runs in the backward, and the gradient is
+    the recomputing formula's in float64, zero where the values sit at or below eps (silent
+    frames). float16 outputs are too coarse for that and keep recomputing."""
+    from specux.ops import _declare
+    from specux.ops import stft as ops_stft
+
+    op = "bank_spectrogram" if which == "melspectrogram" else "stft"
+
+    def call(x):
+        if which == "melspectrogram":
+            return specux.melspectrogram(x, sr=8000, n_fft=64, hop_length=16, n_mels=8,
+                                         output="db")  # fmt: skip
+        return specux.stft(x, n_fft=64, hop_length=16, output="db")
+
+    x = _make((2, 400), F64)
+    x[1, 150:330] = 0.0  # silent frames: values below eps, the dB floor
+    x.requires_grad_(True)
+    y = call(x)
+    assert (y == y.min()).any() and y.min() == 10.0 * np.log10(1e-10)  # some at the floor
+    cotangent = _make(tuple(y.shape), F64)
+    forward = _declare._KERNELS[op]["cpu"]
+    runs = []
+
+    def counted(*args):
+        runs.append(args)
+        return forward(*args)
+
+    _declare._KERNELS[op]["cpu"] = counted
+    try:
+        (kept,) = torch.autograd.grad(y, [x], cotangent)
+    finally:
+        _declare._KERNELS[op]["cpu"] = forward
+    assert not runs  # no second forward transform
+    original = ops_stft.kept_db
+    ops_stft_features = __import__("specux.ops.features", fromlist=["kept_db"])
+    ops_stft.kept_db = ops_stft_features.kept_db = lambda kind, output: None
+    try:
+        (recomputed,) = torch.autograd.grad(call(x), [x], cotangent)
+    finally:
+        ops_stft.kept_db = ops_stft_features.kept_db = original
+    assert torch.allclose(kept, recomputed, rtol=1e-12, atol=1e-12 * recomputed.abs().max())
+    assert ops_stft.kept_db("db", y.half()) is None and ops_stft.kept_db("power", y) is None
+
+
+def test_db_cotangent_keeps_the_precision():
+    """The dB derivative's scale in float64 for float64 values (it was float32: a Python float
+    times a bool mask), float32 for half values (1 / values overflows float16), zero at and
+    below eps."""
+    from specux.ops import stft as ops_stft
+
+    values = torch.tensor([3e-4, 1.0, 1e-10, 1e-12], dtype=F64)
+    grad = torch.tensor([0.3, -2.0, 1.0, 1.0], dtype=F64)
+    got = ops_stft.db_cotangent(values, grad, 10.0, 1e-10)
+    exact = grad * (10.0 / np.log(10.0)) / values
+    assert got.dtype == F64
+    assert torch.allclose(got[:3], exact[:3], rtol=1e-15, atol=0) and got[3] == 0.0
+    half = ops_stft.db_cotangent(torch.tensor([1e-6, 2.0], dtype=torch.float16),
+                                 torch.ones(2, dtype=torch.float16), 10.0, 1e-10)  # fmt: skip
+    assert half.dtype == torch.float32 and torch.isfinite(half).all()

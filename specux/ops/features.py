@@ -25,6 +25,8 @@ from specux.ops._declare import call, declare, from_numpy, numpy_dtype, to_numpy
 from specux.ops.stft import (
     complex_adjoint,
     db_cotangent,
+    db_output_cotangent,
+    kept_db,
     params_of,
     power_adjoint,
     power_adjoint_vjp,
@@ -80,7 +82,7 @@ def _bank_setup(ctx, inputs, output):
     x, window, *rest = inputs
     ctx.args = tuple(rest)
     bank = rest[7]
-    ctx.save_for_backward(x, window, bank)
+    ctx.save_for_backward(x, window, bank, kept_db(rest[9], output))
 
 
 def _full_precision(backward):
@@ -96,11 +98,13 @@ def _full_precision(backward):
 
 @_full_precision
 def _bank_backward(ctx, grad):
-    x, window, bank = ctx.saved_tensors
+    x, window, bank, db = ctx.saved_tensors
     (window_name, n_fft, hop, win_length, center, pad_mode, power, _, bank_spec, output,
      eps) = ctx.args  # fmt: skip
     p = params_of(n_fft, hop, win_length, window_name, center, pad_mode, False, True)
-    if output == "db":
+    if output == "db" and db is not None:
+        grad = db_output_cotangent(db, grad, 20.0 / power, eps)
+    elif output == "db":
         values = bank_spectrogram(x, window, window_name, n_fft, hop, win_length, center,
                                   pad_mode, power, bank, bank_spec, "power", eps)  # fmt: skip
         grad = db_cotangent(values, grad, 20.0 / power, eps)
