@@ -786,3 +786,65 @@ def test_sparse_bank_tables_are_cached_per_tensor_and_version(monkeypatch):
     del bank  # the entry goes with its tensor
     gc.collect()
     assert len([k for k in transforms._SPARSE.keys() if k.shape == (3, 10)]) == 0
+
+
+def test_upload_copies_off_the_calling_thread(monkeypatch):
+    """compat.torch_compat.upload makes the device copy on specux's upload thread, inside a
+    side stream: CUDA graph trees route every allocation of the thread warming a graph up to
+    the graph's pool, and a cache allocated there breaks torch.compile(mode="reduce-overhead").
+    The caller's stream then waits for the side stream and the copy is marked as used by it.
+    Checked against a stand-in torch.cuda (the H200 runs the real thing in
+    tests/test_cuda_graphs.py)."""
+    from specux.compat import torch_compat
+
+    events = []
+
+    class Stream:
+        def __init__(self, device=None):
+            self.device = device
+
+        def wait_stream(self, other):
+            events.append(("wait", self, other))
+
+    current, active = Stream(0), []
+
+    class StreamContext:
+        def __init__(self, stream):
+            self.stream = stream
+
+        def __enter__(self):
+            active.append(self.stream)
+
+        def __exit__(self, *exc):
+            active.pop()
+
+    class Copy:
+        def record_stream(self, stream):
+            events.append(("record", stream))
+
+    class Host:
+        def to(self, device):
+            events.append(("copy", threading.get_ident(), active[-1] if active else None,
+                           str(device)))  # fmt: skip
+            return Copy()
+
+    class Device:
+        def __init__(self, spec, index=None):
+            self.type, _, number = str(spec).partition(":")
+            self.index = int(number) if number else index
+
+        def __str__(self):
+            return f"{self.type}:{self.index}"
+
+    cuda = SimpleNamespace(Stream=Stream, stream=StreamContext, current_device=lambda: 0,
+                           current_stream=lambda index: current)  # fmt: skip
+    monkeypatch.setattr(torch_compat, "torch_module", lambda: SimpleNamespace(device=Device,
+                                                                              cuda=cuda))
+    monkeypatch.setattr(torch_compat, "_UPLOAD_STREAMS", {})
+    out = torch_compat.upload(Host(), "cuda")
+    assert isinstance(out, Copy)
+    (copy, wait, record) = events
+    side = torch_compat._UPLOAD_STREAMS[0]
+    assert copy[0] == "copy" and copy[1] != threading.get_ident()  # another thread
+    assert copy[2] is side and copy[3] == "cuda:0"  # inside the side stream
+    assert wait == ("wait", current, side) and record == ("record", current)
