@@ -447,12 +447,13 @@ def test_power_adjoint_checks_its_gradient_and_matches_the_composite_backward():
 
 
 @pytest.mark.parametrize("which", ["melspectrogram", "stft"])
-def test_db_backward_uses_the_kept_output(which):
+def test_db_backward_uses_the_kept_output(which, monkeypatch):
     """A dB output's backward takes the values from the output (10 ** (db / factor)) instead
     of a second forward transform: no forward kernel runs in the backward, and the gradient is
     the recomputing formula's in float64, zero where the values sit at or below eps (silent
     frames). float16 outputs are too coarse for that and keep recomputing."""
     from specux.ops import _declare
+    from specux.ops import features as ops_features
     from specux.ops import stft as ops_stft
 
     op = "bank_spectrogram" if which == "melspectrogram" else "stft"
@@ -476,21 +477,17 @@ def test_db_backward_uses_the_kept_output(which):
         runs.append(args)
         return forward(*args)
 
-    _declare._KERNELS[op]["cpu"] = counted
-    try:
+    with monkeypatch.context() as patch:
+        patch.setitem(_declare._KERNELS[op], "cpu", counted)
         (kept,) = torch.autograd.grad(y, [x], cotangent)
-    finally:
-        _declare._KERNELS[op]["cpu"] = forward
     assert not runs  # no second forward transform
-    original = ops_stft.kept_db
-    ops_stft_features = __import__("specux.ops.features", fromlist=["kept_db"])
-    ops_stft.kept_db = ops_stft_features.kept_db = lambda kind, output: None
-    try:
+    kept_db = ops_stft.kept_db
+    with monkeypatch.context() as patch:  # the recomputing backward
+        for module in (ops_stft, ops_features):
+            patch.setattr(module, "kept_db", lambda kind, output: None)
         (recomputed,) = torch.autograd.grad(call(x), [x], cotangent)
-    finally:
-        ops_stft.kept_db = ops_stft_features.kept_db = original
     assert torch.allclose(kept, recomputed, rtol=1e-12, atol=1e-12 * recomputed.abs().max())
-    assert ops_stft.kept_db("db", y.half()) is None and ops_stft.kept_db("power", y) is None
+    assert kept_db("db", y.half()) is None and kept_db("power", y) is None and kept_db("db", y) is y
 
 
 def test_db_cotangent_keeps_the_precision():
