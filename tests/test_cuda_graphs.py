@@ -28,7 +28,7 @@ pytestmark = [
 
 DEVICE = torch.device("cuda")
 F32 = torch.float32
-F64_REL = 1e-10  # issue 5's float64 acceptance, as test_cuda_transforms
+F64_REL = TOLERANCES["float64_peak"]
 
 
 def _randn(shape, seed, dtype=F32):

@@ -29,7 +29,7 @@ pytestmark = [
 
 DEVICE = torch.device("cuda")
 
-F64_REL = 1e-10  # issue 5 acceptance: float64 to 1e-10 relative
+F64_REL = TOLERANCES["float64_peak"]
 F32_REL = TOLERANCES["float32_peak"]  # issue 5 acceptance: float32 to 1e-5 of the output's peak
 F16_REL = TOLERANCES["float16_storage"]
 BF16_REL = TOLERANCES["bfloat16_storage"]
