@@ -713,7 +713,7 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
 def test_istft_window_envelope_is_kept_per_tensor_version_and_shape(monkeypatch):
     """istft with a window tensor on CUDA reads the window on the host (NOLA check,
     envelope) once per tensor version and call shape, here for CPU tensors: kept, rebuilt
-    after an in-place change, at most _ENVELOPE_SHAPES shapes a window, dropped with the
+    after an in-place change, at most _ENVELOPES.limit shapes a window, dropped with the
     window, never kept for a window that needs a gradient; during CUDA graph capture a kept
     one is used and a missing one is a clear error."""
     torch = pytest.importorskip("torch")
@@ -738,10 +738,11 @@ def test_istft_window_envelope_is_kept_per_tensor_version_and_shape(monkeypatch)
     w.mul_(2.0)  # a new version: rebuilt
     env2 = transforms._window_envelope(None, w, p, 9, -1, "float64")[0]
     assert np.allclose(env2.numpy(), 4.0 * env.numpy(), rtol=1e-15, atol=0)
-    for count in range(10, 10 + transforms._ENVELOPE_SHAPES):
+    for count in range(10, 10 + transforms._ENVELOPES.limit):
         transforms._window_envelope(None, w, p, count, -1, "float64")
-    assert len(transforms._ENVELOPES[w][1]) == transforms._ENVELOPE_SHAPES
-    assert (p, 9, -1, "float64") not in transforms._ENVELOPES[w][1]  # the oldest, dropped
+    kept = transforms._ENVELOPES.keys_of(w)
+    assert len(kept) == transforms._ENVELOPES.limit
+    assert (p, 9, -1, "float64") not in kept  # the oldest, dropped
     learned = w.detach().clone().requires_grad_()  # written through .data: never kept
     first = transforms._window_envelope(None, learned, p, 9, -1, "float64")[0]
     assert transforms._window_envelope(None, learned, p, 9, -1, "float64")[0] is not first
@@ -752,7 +753,7 @@ def test_istft_window_envelope_is_kept_per_tensor_version_and_shape(monkeypatch)
     capturing[0] = False
     del w
     gc.collect()
-    assert not any(k.shape == (16,) for k in transforms._ENVELOPES.keys())
+    assert not any(k.shape == (16,) for k in transforms._ENVELOPES.tensors())
 
 
 def test_sparse_bank_tables_are_cached_per_tensor_and_version(monkeypatch):
@@ -785,7 +786,7 @@ def test_sparse_bank_tables_are_cached_per_tensor_and_version(monkeypatch):
     assert bank in transforms._SPARSE
     del bank  # the entry goes with its tensor
     gc.collect()
-    assert len([k for k in transforms._SPARSE.keys() if k.shape == (3, 10)]) == 0
+    assert len([k for k in transforms._SPARSE.tensors() if k.shape == (3, 10)]) == 0
 
 
 def test_upload_copies_off_the_calling_thread(monkeypatch):

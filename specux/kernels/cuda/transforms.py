@@ -211,11 +211,55 @@ def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tenso
     return out
 
 
-# window tensor -> {(its version and data pointer, p, count, length, precision): (envelope on
-# the device, start, stop, out_length)}: the NOLA check and the envelope of a user window, which
-# read the window on the host, once per tensor version and call shape; dropped with the window
-_ENVELOPES = WeakIdKeyDictionary()
-_ENVELOPE_SHAPES = 16
+class _PerVersion:
+    """Values built from a tensor's contents (reading it on the host waits for the device),
+    kept per tensor and key while the tensor keeps its version and data pointer, at most
+    ``limit`` keys a tensor (the oldest dropped), dropped with the tensor. For tensors that
+    hold fixed values only: a tensor that needs a gradient may change through ``.data``
+    without a new version (gradcheck, optimizers), and a view may be new on every call."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._entries = WeakIdKeyDictionary()  # tensor -> ((version, data pointer), {key: value})
+
+    @staticmethod
+    def _state(tensor: torch.Tensor) -> tuple[int, int]:
+        return tensor._version, tensor.data_ptr()
+
+    def get(self, tensor: torch.Tensor, key):
+        entry = self._entries.get(tensor)
+        if entry is None or entry[0] != self._state(tensor):
+            return None
+        return entry[1].get(key)
+
+    def put(self, tensor: torch.Tensor, key, value) -> None:
+        entry = self._entries.get(tensor)
+        if entry is None or entry[0] != self._state(tensor):
+            entry = self._entries[tensor] = (self._state(tensor), {})
+        if len(entry[1]) >= self.limit:
+            entry[1].pop(next(iter(entry[1])))
+        entry[1][key] = value
+
+    def keys_of(self, tensor: torch.Tensor) -> list:
+        """The keys kept for ``tensor``'s current contents."""
+        entry = self._entries.get(tensor)
+        return [] if entry is None or entry[0] != self._state(tensor) else list(entry[1])
+
+    def tensors(self) -> list:
+        return list(self._entries.keys())
+
+    def __contains__(self, tensor: torch.Tensor) -> bool:  # by identity
+        return tensor in self._entries
+
+
+def _fixed(t: torch.Tensor) -> bool:
+    """Whether ``t`` may be kept in a :class:`_PerVersion` cache."""
+    return not t.requires_grad and t._base is None
+
+
+# istft's envelope of a user window, (p, count, length, precision) -> (envelope on the device,
+# start, stop, out_length): its NOLA check and envelope read the window on the host
+_ENVELOPES = _PerVersion(16)  # variable lengths: the latest shapes
 
 
 def _window_envelope(backend, window: torch.Tensor, p: StftParams, count: int, length: int,
@@ -226,13 +270,9 @@ def _window_envelope(backend, window: torch.Tensor, p: StftParams, count: int, l
     values may change without a new version: gradcheck and optimizers write through
     ``.data``) or is a view is read on every call. While a CUDA graph is captured only a
     kept one can be used."""
-    fixed = not window.requires_grad and window._base is None
-    state = (window._version, window.data_ptr())
+    fixed = _fixed(window)
     key = (p, count, length, precision)
-    entry = _ENVELOPES.get(window) if fixed else None
-    if entry is None or entry[0] != state:
-        entry = (state, {})
-    found = entry[1].get(key)
+    found = _ENVELOPES.get(window, key) if fixed else None
     if found is not None:
         return found
     if _capturing(window):
@@ -248,10 +288,7 @@ def _window_envelope(backend, window: torch.Tensor, p: StftParams, count: int, l
     env, start, stop, out_length = istft_envelope(p, w64, count, length, precision)
     found = (upload(torch.from_numpy(np.array(env)), window.device), start, stop, out_length)
     if fixed:
-        if len(entry[1]) >= _ENVELOPE_SHAPES:  # variable lengths: keep the latest shapes
-            entry[1].pop(next(iter(entry[1])))
-        entry[1][key] = found
-        _ENVELOPES[window] = entry
+        _ENVELOPES.put(window, key, found)
     return found
 
 
@@ -469,11 +506,9 @@ def _capturing(t: torch.Tensor) -> bool:
     return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
-# matrix -> ((version, data pointer, precision), (bands, weights)): the sparse tables of user
-# matrices (an nn module's filterbank buffer, passed on every call), dropped with the matrix;
-# those of their transposes (a filterbank's, for the fused adjoint) apart
-_SPARSE = WeakIdKeyDictionary()
-_SPARSE_T = WeakIdKeyDictionary()
+# user matrices' sparse tables (an nn module's filterbank buffer, passed on every call),
+# (transposed, precision) -> (bands, weights); transposed: a filterbank's, for the fused adjoint
+_SPARSE = _PerVersion(4)
 
 
 def _sparse_tables(matrix: torch.Tensor, precision: str, transposed: bool = False):
@@ -488,20 +523,18 @@ def _sparse_tables(matrix: torch.Tensor, precision: str, transposed: bool = Fals
     once), so it is skipped for what may change every call or cannot wait: a matrix that
     needs a gradient (a learned bank), a view (a backward's transpose, new on every call),
     and, while a CUDA graph is being captured, any that were not built before the capture."""
-    if matrix.requires_grad or matrix._base is not None:
+    if not _fixed(matrix):
         return None
-    state = (matrix._version, matrix.data_ptr(), precision)
-    cache = _SPARSE_T if transposed else _SPARSE
-    entry = cache.get(matrix)
-    if entry is not None and entry[0] == state:
-        return entry[1]
-    if _capturing(matrix):
+    key = (transposed, precision)
+    tables = _SPARSE.get(matrix, key)
+    if tables is not None or _capturing(matrix):
+        return tables
         return None
     host = matrix.detach().to(device="cpu", dtype=torch.float64).numpy()
     bands, weights, _ = transform_exec.sparse_tables(host.T if transposed else host, precision)
     tables = (upload(torch.from_numpy(bands), matrix.device),
               upload(torch.from_numpy(weights), matrix.device))  # fmt: skip
-    cache[matrix] = (state, tables)
+    _SPARSE.put(matrix, key, tables)
     return tables
 
 
