@@ -966,23 +966,34 @@ def test_results_follow_the_current_stream():
 
 def test_backward_reuses_the_device_window():
     """A named window reaches the device once per (window, sizes, dtype, device) in eager
-    code: an upload from pageable memory waits for the device's queue, which stalled every
-    backward. Inference mode does not cache (an inference tensor would poison autograd)."""
+    code, shared by the forward kernels and the backward formulas: an upload from pageable
+    memory waits for the device's queue, which stalled every backward. Inference mode hands
+    the backward a fresh copy (an inference tensor would poison autograd)."""
+    from specux.kernels.cuda.fft import TorchCudaBackend
+    from specux.meta.params import WindowSpec
     from specux.ops import stft as ops_stft
 
     p = ops_stft.params_of(1024, 256, 1024, "hann", True, "constant", False, True)
     like = torch.empty(0, device="cuda")
-    ops_stft._DEVICE_WINDOWS.clear()
+    tables = TorchCudaBackend._tables
+
+    def kept():  # the kernels' float32 copies of this window
+        return [k for k in tables if k[0] == "constant"
+                and k[1] == ("window", WindowSpec("hann"), 1024, 1024) and k[2] == "<f4"]
+
+    for key in kept():
+        del tables[key]
     with torch.inference_mode():
-        ops_stft.full_window_tensor(p, None, F32, like)
-    assert not ops_stft._DEVICE_WINDOWS
+        fresh = ops_stft.full_window_tensor(p, None, F32, like)
+    assert not kept()  # inference mode: a fresh copy, nothing kept
     first = ops_stft.full_window_tensor(p, None, F32, like)
-    assert ops_stft.full_window_tensor(p, None, F32, like) is first
+    assert len(kept()) == 1 and ops_stft.full_window_tensor(p, None, F32, like) is first
+    assert not first.is_inference()
     x = _signal((2, 8000), seed=3, dtype=F32).cuda().requires_grad_()
     specux.melspectrogram(x, **PERF, n_mels=40).sum().backward()
-    assert len(ops_stft._DEVICE_WINDOWS) == 1  # the backward used the cached one
+    assert len(kept()) == 1  # the forward kernels and the backward used the same one
     cpu = torch.from_numpy(np.asarray(ops_stft.cpu_stft.full_window(p, None, np.float32)))
-    assert torch.equal(first.cpu(), cpu)
+    assert torch.equal(first.cpu(), cpu) and torch.equal(fresh.cpu(), cpu)
     # traced code's window op: a fresh device copy of the cached window
     traced = torch.ops.specux.named_window(like, "hann", 1024, 1024, F32)
     assert traced.is_cuda and torch.equal(traced, first)

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-from specux.compat.torch_compat import dtype_name, plain_eager, upload
+from specux.compat.torch_compat import dtype_name, plain_eager
 from specux.kernels.cpu import stft as cpu_stft
 from specux.meta import shapes
 from specux.meta.params import StftParams, WindowSpec, dual_norm
@@ -49,22 +49,16 @@ def params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, norm
     )
 
 
-# Named windows on a device, per (window, sizes, dtype, device), for eager calls: an upload
-# from pageable memory waits for the device's queue, which stalled every backward.
-_DEVICE_WINDOWS: dict[tuple, torch.Tensor] = {}
+def _device_window(window: WindowSpec, win_length: int, n_fft: int, dtype,
+                   device) -> torch.Tensor:  # fmt: skip
+    """The CUDA kernels' copy of a named n_fft-sample window (uploaded once per device, shared
+    with the forward kernels: an upload from pageable memory waits for the device's queue,
+    which stalled every backward). Never hand it to code that may write to it."""
+    from specux.kernels.cuda import transforms
+    from specux.kernels.cuda.fft import TorchCudaBackend
 
-
-def _device_window(window_name: str, win_length: int, n_fft: int, dtype, device) -> torch.Tensor:
-    """The cached device copy of a named n_fft-sample window (shared: never hand it out to
-    code that may write to it or keep it as a graph output)."""
-    key = (window_name, win_length, n_fft, dtype, device)
-    cached = _DEVICE_WINDOWS.get(key)
-    if cached is None:
-        named = cpu_stft.named_full_window(WindowSpec.from_key(window_name), win_length, n_fft,
-                                           dtype_name(dtype))  # fmt: skip
-        cached = _DEVICE_WINDOWS.setdefault(key, upload(torch.from_numpy(np.array(named)),
-                                                        device))  # fmt: skip
-    return cached
+    return transforms.named_window(TorchCudaBackend(device), window, win_length, n_fft,
+                                   dtype_name(dtype))  # fmt: skip
 
 
 def _named_window_fake(like, window_name, win_length, n_fft, dtype):
@@ -78,7 +72,8 @@ def _named_window_cpu(like, window_name, win_length, n_fft, dtype):
 
 
 def _named_window_cuda(like, window_name, win_length, n_fft, dtype):
-    return _device_window(window_name, win_length, n_fft, dtype, like.device).clone()
+    return _device_window(WindowSpec.from_key(window_name), win_length, n_fft, dtype,
+                          like.device).clone()  # fmt: skip
 
 
 # The named window as an op, for traced backward formulas: built on the host and copied, it
@@ -106,11 +101,12 @@ def full_window_tensor(p: StftParams, window, dtype, like: torch.Tensor) -> torc
         return torch.ops.specux.named_window(like, p.window.as_key(), p.win_length, p.n_fft,
                                              dtype)  # fmt: skip
     device = like.device
-    # inference mode would cache an inference tensor
-    if device.type == "cpu" or torch.is_inference_mode_enabled():
+    # the CUDA kernels' cache (not in inference mode: an inference tensor must not reach
+    # autograd); a fresh copy on other devices (cpu, meta)
+    if device.type != "cuda" or torch.is_inference_mode_enabled():
         named = cpu_stft.full_window(p, None, numpy_dtype(dtype))
         return torch.from_numpy(np.array(named)).to(device)
-    return _device_window(p.window.as_key(), p.win_length, p.n_fft, dtype, device)
+    return _device_window(p.window, p.win_length, p.n_fft, dtype, device)
 
 
 def _window_grad(p: StftParams, full_grad: torch.Tensor) -> torch.Tensor:

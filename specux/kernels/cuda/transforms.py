@@ -43,7 +43,7 @@ from specux.kernels.native import (
 from specux.kernels.plan import smooth_length
 from specux.meta import dtypes, matrices, shapes
 from specux.meta.cqt_params import ConstantQSpec
-from specux.meta.params import StftParams, dual_norm
+from specux.meta.params import StftParams, WindowSpec, dual_norm
 from specux.meta.windows import centered_offset
 
 
@@ -75,13 +75,21 @@ def _rows(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     return x, rows
 
 
+def named_window(backend: TorchCudaBackend, window: WindowSpec, win_length: int, n_fft: int,
+                 dtype: str) -> torch.Tensor:  # fmt: skip
+    """A named window of ``win_length`` samples centred in ``n_fft`` on the backend's device in
+    ``dtype``: the CPU backend's (float64, rounded once), uploaded once per device (shared:
+    callers must not write to it)."""
+    host = cpu_stft.named_full_window(window, win_length, n_fft, dtype)
+    return backend.constant(("window", window, win_length, n_fft), host)
+
+
 def full_window(p: StftParams, window: torch.Tensor | None, precision: str,
                 backend: TorchCudaBackend) -> torch.Tensor:  # fmt: skip
     """The n_fft-point window in the compute precision on the backend's device: a named one
     is the CPU backend's (float64, rounded once, cached) uploaded once; a tensor is padded."""
     if window is None:
-        host = cpu_stft.full_window(p, None, np.dtype(precision))
-        return backend.constant(("window", p.window, p.win_length, p.n_fft), host)
+        return named_window(backend, p.window, p.win_length, p.n_fft, precision)
     left = centered_offset(p.win_length, p.n_fft)
     full = torch.nn.functional.pad(window.to(_dtype(precision)),
                                    (left, p.n_fft - p.win_length - left))  # fmt: skip
