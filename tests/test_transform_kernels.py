@@ -423,6 +423,66 @@ def test_emulated_sparse_bank(power, db, rng):
             assert _peak_error(got, ref) <= TOLERANCES["float64"], n_fft
 
 
+# The fused reduce's groups of transforms: n_fft 128 (64 transforms a block: 8 groups of 8,
+# and with 200 bands several (group, band) pairs per thread), 400 (12: groups of 6), 1000
+# (5: one group of 5), 1024 (8: one group of 8, the mel workload's).
+REDUCE_CASES = [(128, 24, 8, 20), (128, 24, 8, 200), (400, 120, 6, 40), (1000, 300, 5, 80),
+                (1024, 256, 8, 80)]
+
+
+@pytest.mark.parametrize("n_fft, hop, frames, n_bands", REDUCE_CASES)
+def test_fused_reduce_groups(n_fft, hop, frames, n_bands, rng):
+    """The fused filterbank stft (float32, the reduce summing a band of a group of
+    transforms per thread) equals the CPU backend, in dB too, and gives the same bits with a
+    sparse bank's tables as with the dense tables of the same matrix (each band's terms in
+    bin order, the dropped ones exact zeros)."""
+    from specux.kernels import plan
+    from specux.kernels.codegen.block import reduce_frames
+
+    p = _params(n_fft, hop, True, "reflect")
+    load = plan.LoadSpec(plan.USER, "real", "float32", frames="constant", window=True)
+    store = plan.StoreSpec(plan.USER, "half", "float32", logical=n_fft, value="power",
+                           reduce="bank", bins=p.n_freq)  # fmt: skip
+    spec = plan.block(n_fft // 2, -1, "float32", load, store, pack="r2c")
+    assert reduce_frames(spec.per_block) == frames
+    x = rng.standard_normal((2, 3 * n_fft)).astype(np.float32)
+    if n_bands <= 80:
+        bank = filters.mel(sr=16000, n_fft=n_fft, n_mels=n_bands)
+    else:  # more bands than bins: overlapping random bands
+        bank = np.zeros((n_bands, p.n_freq))
+        for m in range(n_bands):
+            start = m * (p.n_freq - 8) // n_bands
+            bank[m, start:start + 1 + m % 8] = rng.uniform(0.1, 1.0, 1 + m % 8)
+    sparse = filters.sparse_bank(bank)
+    tables = {
+        "sparse": transform_exec.bank_tables(sparse.starts, sparse.stops,
+                                             sparse.weights.astype(np.float32)),
+        "dense": (transform_exec.dense_bands(n_bands, p.n_freq),
+                  np.ascontiguousarray(bank.T, np.float32).ravel()),
+    }  # fmt: skip
+    window = np.array(cpu_stft.full_window(p, None, np.float32))
+    count = 1 + (x.shape[-1] + 2 * p.pad - n_fft) // hop
+    for db in (None, 10.0):
+        got = {}
+        for name, (bands, weights) in tables.items():
+            got[name] = np.zeros((2, count, n_bands), np.float32)
+            transform_exec.stft(emulate.HostBackend(), x, got[name], window, signals=2,
+                                sig_len=x.shape[-1], n_fft=n_fft, hop=hop, pad=p.pad,
+                                mode="reflect", onesided=True, value="power", eps=1e-10,
+                                scale=1.0, precision="float32", src_storage="float32",
+                                dst_storage="float32",
+                                bank=transform_exec.BankReduce(n_bands, 2.0, db), bands=bands,
+                                weights=weights)  # fmt: skip
+        np.testing.assert_array_equal(got["sparse"], got["dense"])
+        ref = cpu_features.bank_spectrogram(x.astype(np.float64), None, p, 2.0, bank,
+                                            "db" if db else "power", 1e-10)  # fmt: skip
+        value = got["sparse"].swapaxes(-1, -2)
+        if db:
+            assert np.max(np.abs(value - ref)) <= TOLERANCES["db_abs32"]
+        else:
+            assert _peak_error(value, ref) <= TOLERANCES["float32_peak"]
+
+
 # --------------------------------------------------------------------------------------------
 # bfloat16 storage: the kernels load and store bfloat16 themselves and compute in float32.
 # numpy has no bfloat16, so the buffers here hold its bits as uint16.

@@ -290,14 +290,15 @@ def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
             f"    const long long in_base{p} = live{p} ? row_base(u{p}, in_inner, "
             "in_outer_stride, in_inner_stride) : 0;"
         )
-    # With a reduce, the output row is red_base and out_base is the slot's shared values.
-    row = "red_base" if spec.store.reduce else "out_base"
-    lines.append(
-        f"    const long long {row}{p} = live{p} ? row_base(u{p}, out_inner, out_outer_stride, "
-        "out_inner_stride) : 0;"
-    )
+    # With a reduce, out_base is the slot's values in shared memory (the reduce finds the
+    # output rows of the block's transforms itself).
     if spec.store.reduce:
         lines.append(f"    const long long out_base{p} = (long long){slot} * {spec.store.bins};")
+    else:
+        lines.append(
+            f"    const long long out_base{p} = live{p} ? row_base(u{p}, out_inner, "
+            "out_outer_stride, out_inner_stride) : 0;"
+        )
     lines += [
         f"    const long long in_g{p} = c{p} * in_cmul;",
         f"    const long long out_g{p} = c{p} * out_cmul;",
@@ -615,24 +616,58 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     return [line for line in lines if line]
 
 
+def reduce_frames(per_block: int) -> int:
+    """The transforms one thread of the filterbank reduce sums a band of at once: the
+    largest divisor of ``per_block`` up to 8."""
+    return max(f for f in range(1, min(per_block, 8) + 1) if per_block % f == 0)
+
+
 def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
-    """The filterbank epilogue: band m of the slot's transform from its values in ``pw``."""
+    """The filterbank epilogue: band m of every transform of the block from its values in
+    ``pw``.
+
+    A thread takes band m of a group of :func:`reduce_frames` transforms (the block's
+    threads walk the (group, band) pairs, consecutive threads consecutive bands): each
+    weight, loaded once, multiplies that bin of each transform of the group, whose values
+    lie at fixed offsets from each other, into an accumulator per transform. The weights
+    are the same for every transform of a block, so this reads each once per group instead
+    of once per transform, and the loop's index arithmetic is shared as well; the kernel
+    is bound by its instruction issue (ncu, docs/benchmarks.md). Each band's bins are
+    summed in order, as the bank gather kernel sums them."""
     out_t = _storage_type(spec.store.storage, "real")
+    frames = reduce_frames(spec.per_block)
+    groups = spec.per_block // frames
+    stride = spec.store.bins  # between the slots' values in pw
+    u = "b / cols" if spec.split else "b"
     lines = [
-        f"    {barrier}  // every value of the slot is in shared memory",
-        f"    if (live) for (int m = t; m < n_bands; m += {spec.threads}) {{",
+        f"    {barrier}  // every value of the block is in shared memory",
+        f"    for (int i = tid; i < {groups} * (int)n_bands; i += {spec.block_threads}) {{",
+        "        const int c = i / (int)n_bands, m = i - c * (int)n_bands;  // group, band",
         "        const int* band = (const int*)bands + 3 * m;  // first bin, bins, column",
         "        const real_t* weight = (const real_t*)weights + band[2];  // bin-major",
-        "        const real_t* values = pw + out_base + band[0];",
-        "        real_t acc = (real_t)0;",
-        "        for (int k = 0; k < band[1]; ++k) acc += weight[k * n_bands] * values[k];",
+        f"        const real_t* values = pw + c * {frames * stride} + band[0];",
+        *[f"        real_t acc{f} = (real_t)0;" for f in range(frames)],
+        "        for (int k = 0; k < band[1]; ++k) {",
+        "            const real_t w = weight[k * n_bands];",
+        *[f"            acc{f} += w * values[k + {f * stride}];" for f in range(frames)],
+        "        }",
     ]
-    if spec.store.reduce == "bank_db":
-        lines.append(
-            "        acc = (real_t)factor * log10(acc > (real_t)eps ? acc : (real_t)eps);"
-        )
-    lines += [f"        put(&(({out_t}*)out_ptr)[red_base + m], acc);", "    }"]
-    return lines
+    for f in range(frames):
+        lines += [
+            f"        {{  // transform c * {frames} + {f} of the block",
+            f"            const long long b = block * {spec.per_block}LL + c * {frames} + {f};",
+            f"            real_t acc = acc{f};",
+        ]
+        if spec.store.reduce == "bank_db":
+            lines.append(
+                "            acc = (real_t)factor * log10(acc > (real_t)eps ? acc : (real_t)eps);"
+            )
+        lines += [
+            f"            if (b < batch) put(&(({out_t}*)out_ptr)[row_base({u}, out_inner, "
+            "out_outer_stride, out_inner_stride) + m], acc);",
+            "        }",
+        ]
+    return lines + ["    }"]
 
 
 def render_block(spec: BlockSpec, dialect: Dialect) -> str:
