@@ -397,6 +397,27 @@ def test_mfcc_mel_params_and_mel_norm(rng):
     assert rel_l2(unnormalized, default) > 1e-3  # mel_norm reaches the filterbank
 
 
+def test_cpu_projection_does_not_depend_on_the_layout(rng):
+    """The CPU backend's ``matrix @ x`` (mfcc's DCT, the filterbank adjoint's bank^T G)
+    gives the same bits for a frame-major and a feature-major ``x`` of the same values --
+    eager and compiled autograd hand the filterbank adjoint its cotangent in different
+    layouts, and compile must equal eager -- and equals the float64 product."""
+    from specux.kernels.cpu import features as cpu_features
+
+    matrix = rng.standard_normal((12, 40))
+    for dtype in (np.float32, np.float64):
+        frame_major = rng.standard_normal((3, 50, 40)).astype(dtype).swapaxes(-1, -2)
+        feature_major = np.ascontiguousarray(frame_major)
+        a = cpu_features.project(frame_major, matrix)
+        b = cpu_features.project(feature_major, matrix)
+        np.testing.assert_array_equal(a, b)
+        ref = np.matmul(matrix, frame_major.astype(np.float64))
+        assert rel_peak(a, ref) <= (TOLERANCES["float32_peak"] if dtype == np.float32
+                                    else TOLERANCES["float64"])  # fmt: skip
+    empty = cpu_features.project(np.zeros((0, 40, 5)), matrix)
+    assert empty.shape == (0, 12, 5)
+
+
 def test_mfcc_errors(rng):
     x = _signal(rng, 2000)
     with pytest.raises(TypeError, match="bogus"):

@@ -148,14 +148,18 @@ def db(values: np.ndarray, factor: float, eps: float) -> np.ndarray:
 
 
 def project(x: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """``matrix @ x`` along the feature axis: ``(..., n_in, T) -> (..., n_out, T)``. A
-    frame-major ``x`` (a transposed view, as the spectrograms are) is one product of all its
-    frames, the result frame-major too (mfcc's DCT of (8, 80, 626) float32: 0.39 ms, not the
-    0.68 ms of a product per signal)."""
+    """``matrix @ x`` along the feature axis: ``(..., n_in, T) -> (..., n_out, T)``, as one
+    product of all the frames, the result frame-major (mfcc's DCT of (8, 80, 626) float32:
+    0.39 ms, not the 0.68 ms of a product per signal). An ``x`` that is not frame-major in
+    memory (a transposed view, as the spectrograms are) is copied to that layout first: the
+    BLAS kernels' order of summation differs between layouts, and the result must not
+    depend on how ``x`` lies in memory (a cotangent's layout differs between eager and
+    compiled autograd)."""
     m = matrix.astype(x.dtype, copy=False)
-    frames = x.swapaxes(-1, -2)
+    if x.ndim < 2 or x.size == 0:
+        with single_threaded_blas():
+            return np.matmul(m, x)
+    frames = np.ascontiguousarray(x.swapaxes(-1, -2))
     with single_threaded_blas():
-        if x.ndim >= 2 and frames.flags.c_contiguous:
-            out = frames.reshape(-1, x.shape[-2]) @ m.T
-            return out.reshape(*frames.shape[:-1], m.shape[0]).swapaxes(-1, -2)
-        return np.matmul(m, x)
+        out = frames.reshape(-1, x.shape[-2]) @ m.T
+    return out.reshape(*frames.shape[:-1], m.shape[0]).swapaxes(-1, -2)
