@@ -150,9 +150,9 @@ def db(values: np.ndarray, factor: float, eps: float) -> np.ndarray:
 def project(x: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """``matrix @ x`` along the feature axis: ``(..., n_in, T) -> (..., n_out, T)``, as one
     product of all the frames, the result frame-major (mfcc's DCT of (8, 80, 626) float32:
-    0.39 ms, not the 0.68 ms of a product per signal). An ``x`` that is not frame-major in
-    memory (a transposed view, as the spectrograms are) is copied to that layout first: the
-    BLAS kernels' order of summation differs between layouts, and the result must not
+    0.39 ms, not the 0.68 ms of a product per signal). A frame-major ``x`` (a transposed
+    view, as the spectrograms are) is read in place and any other layout copied to it first:
+    the BLAS kernels' order of summation differs between layouts, and the result must not
     depend on how ``x`` lies in memory (a cotangent's layout differs between eager and
     compiled autograd)."""
     m = matrix.astype(x.dtype, copy=False)
