@@ -262,6 +262,12 @@ def _adjoint_store_lambda(spec: BlockSpec) -> str:
     ])  # fmt: skip
 
 
+def _user_row(spec: BlockSpec, b: str) -> str:
+    """The user row (of the layout arguments) of block transform ``b``: the transform itself
+    (a frame of a signal, a plain row), or for a four-step column its row ``b / cols``."""
+    return f"{b} / cols" if spec.split and not spec.load.frames else b
+
+
 def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
     """Row bases and logical offsets of the transform in block slot ``slot``."""
     p = prefix
@@ -272,7 +278,7 @@ def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
     if spec.load.frames:  # frame c of signal s: its samples start at c * hop - pad
         lines += [
             f"    const long long sig{p} = b{p} / cols;",
-            f"    const long long u{p} = b{p};",
+            f"    const long long u{p} = {_user_row(spec, f'b{p}')};",
             f"    const long long c{p} = 0;",
             f"    const long long in_org{p} = (b{p} - sig{p} * cols) * in_cmul - pad;",
             f"    const long long in_base{p} = live{p} ? row_base(sig{p}, in_inner, "
@@ -280,11 +286,12 @@ def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
         ]
     elif spec.split:
         lines += [
-            f"    const long long u{p} = b{p} / cols;",
+            f"    const long long u{p} = {_user_row(spec, f'b{p}')};",
             f"    const long long c{p} = b{p} - u{p} * cols;",
         ]
     else:
-        lines += [f"    const long long u{p} = b{p};", f"    const long long c{p} = 0;"]
+        lines += [f"    const long long u{p} = {_user_row(spec, f'b{p}')};",
+                  f"    const long long c{p} = 0;"]  # fmt: skip
     if not spec.load.frames:
         lines.append(
             f"    const long long in_base{p} = live{p} ? row_base(u{p}, in_inner, "
@@ -638,7 +645,6 @@ def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
     frames = reduce_frames(spec.per_block)
     groups = spec.per_block // frames
     stride = spec.store.bins  # between the slots' values in pw
-    u = "b / cols" if spec.split else "b"
     lines = [
         f"    {barrier}  // every value of the block is in shared memory",
         f"    for (int i = tid; i < {groups} * (int)n_bands; i += {spec.block_threads}) {{",
@@ -663,7 +669,8 @@ def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
                 "            acc = (real_t)factor * log10(acc > (real_t)eps ? acc : (real_t)eps);"
             )
         lines += [
-            f"            if (b < batch) put(&(({out_t}*)out_ptr)[row_base({u}, out_inner, "
+            f"            if (b < batch) put(&(({out_t}*)out_ptr)[row_base({_user_row(spec, 'b')}, "
+            "out_inner, "
             "out_outer_stride, out_inner_stride) + m], acc);",
             "        }",
         ]

@@ -156,10 +156,9 @@ def project(x: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     depend on how ``x`` lies in memory (a cotangent's layout differs between eager and
     compiled autograd)."""
     m = matrix.astype(x.dtype, copy=False)
-    if x.ndim < 2 or x.size == 0:
-        with single_threaded_blas():
-            return np.matmul(m, x)
-    frames = np.ascontiguousarray(x.swapaxes(-1, -2))
     with single_threaded_blas():
+        if x.ndim < 2 or x.size == 0:
+            return np.matmul(m, x)
+        frames = np.ascontiguousarray(x.swapaxes(-1, -2))
         out = frames.reshape(-1, x.shape[-2]) @ m.T
     return out.reshape(*frames.shape[:-1], m.shape[0]).swapaxes(-1, -2)
