@@ -504,3 +504,58 @@ def test_block_stage_twiddles_are_laid_out_in_butterfly_order():
                 expected_end = offset + (radix - 1) * stride
             stride *= radix
         assert len(index) == expected_end
+
+
+def test_block_index_arithmetic_folds_into_constant_offsets():
+    """The shapes of the block kernels' accesses that let the compiler fold constants into
+    addresses (the fused stft kernels are bound by instruction issue, docs/benchmarks.md):
+    a stage's shared reads and writes from one skewed address (codegen.block._skew_step,
+    checked against the skew itself), a butterfly's roots from one table row, the packed
+    r2c store without the half's and the reduce's bounds (its untangle writes bins 0 .. n
+    only), and no multiply for a scale of 1."""
+    from specux.kernels.codegen import block
+    from specux.kernels.codegen.dialects import CPP
+
+    def skew(j, shift):
+        return j + (j >> shift)
+
+    for n, precision in ((512, "float32"), (1024, "float64"), (1000, "float32"), (64, "float32")):
+        spec = plan.block(n, -1, precision, plan.LoadSpec(), plan.StoreSpec())
+        stride = 1
+        for radix in spec.radices:
+            quarter = n // radix
+            read = block._skew_step(spec, quarter, n)
+            write = block._skew_step(spec, stride, radix * stride)
+            for i in range(quarter):
+                if read is not None:  # i + q n / radix at skew(i) + q read
+                    assert all(skew(i + q * quarter, spec.shift) - skew(i, spec.shift)
+                               == q * read for q in range(radix))  # fmt: skip
+                k = i % stride
+                j0 = (i - k) * radix + k
+                if write is not None:  # j0 + q stride at skew(j0) + q write
+                    assert all(skew(j0 + q * stride, spec.shift) - skew(j0, spec.shift)
+                               == q * write for q in range(radix))  # fmt: skip
+            stride *= radix
+    # the mel kernel's stages (16, 16, 2) all take constant offsets
+    spec = plan.block(512, -1, "float32", plan.LoadSpec(), plan.StoreSpec())
+    assert spec.radices == (16, 16, 2)
+    text = block.render_block(spec, CPP)
+    assert "my[skew(" not in text and "tw(k, " in text
+
+    def fused(scale, bank):
+        recorder = _Recorder()
+        transform_exec.stft(recorder, None, None, None, signals=1, sig_len=4096, n_fft=1024,
+                            hop=256, pad=512, mode="constant", onesided=True, value="power",
+                            eps=1e-10, scale=scale, precision="float32",
+                            src_storage="float32", dst_storage="float32", bank=bank)  # fmt: skip
+        (spec,) = recorder.specs
+        assert spec.pack == "r2c"
+        return spec, block.render_block(spec, CPP)
+
+    for bank in (None, transform_exec.BankReduce(40, 2.0)):
+        spec, text = fused(1.0, bank)
+        assert not spec.store.scaled and "*= (real_t)scale" not in text
+        assert "logical" not in text.split("auto store")[1].split("};")[0]
+        assert "if (at >= " not in text  # neither the reduce's bins nor a valid count
+        spec, text = fused(1 / 32, bank)
+        assert spec.store.scaled and "*= (real_t)scale" in text

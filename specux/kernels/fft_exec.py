@@ -244,7 +244,7 @@ def _orchestrate(backend, src, dst, *, n, kind, sign, scale, precision, batch, s
                  dst_storage, src_strides, dst_strides, use_blocks,
                  store_valid=0) -> None:  # fmt: skip
     load = LoadSpec(USER, _LOAD_MODE[kind], src_storage)
-    store = StoreSpec(USER, _STORE_MODE[kind], dst_storage, scaled=True, logical=n,
+    store = StoreSpec(USER, _STORE_MODE[kind], dst_storage, scaled=scale != 1.0, logical=n,
                       valid=store_valid)  # fmt: skip
     _any_length(backend, n, sign, precision, load, store, src, dst, scale, src_strides,
                 dst_strides, batch=batch, use_blocks=use_blocks)  # fmt: skip
@@ -363,7 +363,8 @@ def _stft_program(n, framing, signals, onesided, value, eps, scale, precision, s
         reduce = dict(reduce="bank_db" if bank.db_factor is not None else "bank",
                       bins=n // 2 + 1)  # fmt: skip
         outs = _rows(bank.n_bands)
-    store = StoreSpec(USER, mode, dst_storage, scaled=True, logical=n, value=value, **reduce)
+    store = StoreSpec(USER, mode, dst_storage, scaled=scale != 1.0, logical=n, value=value,
+                      **reduce)  # fmt: skip
     _any_length(backend, n, -1, precision, load, store, _SRC, _DST, scale, src_strides, outs,
                 batch=batch, use_blocks=True, framing=framing, eps=eps, bank=bank)  # fmt: skip
     return program

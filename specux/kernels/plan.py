@@ -108,7 +108,8 @@ class StoreSpec:
     """The epilogue: ``complex`` (all), ``half`` (bins j <= n/2 only), ``real`` (real part).
 
     Only ``j < valid`` is stored (0 means all); ``table`` multiplies by a per-element table;
-    ``scaled`` multiplies by the launch's scale argument (the normalization).
+    ``scaled`` multiplies by the launch's scale argument (the normalization; the planners
+    set it only for a scale other than 1, whose product changes nothing).
     """
 
     layout: Layout = CANONICAL

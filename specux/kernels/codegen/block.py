@@ -184,26 +184,30 @@ def _store_lambda(spec: BlockSpec) -> str:
     if value == "adjoint":
         return _adjoint_store_lambda(spec)
     out_t = _storage_type(store.storage, store.mode if value in _COMPLEX_VALUES else "real")
-    lines = [
-        "    auto store = [&](long long base, long long g, cpx v) {",
-        f"        {out_t}* out = ({out_t}*)out_ptr;",
+    lines = [  # element g + o of the row at base (o: a constant offset, _final_store)
+        "    auto store = [&](long long base, long long g, cpx v, int o) {",
+        f"        {out_t}* const out = ({out_t}*)out_ptr + base;  // the row",
+        "        const long long at = g + o;",
     ]
     if store.valid:
-        lines.append("        if (g >= store_valid) return;")
-    if store.mode == "half":
-        lines.append("        if (2 * g > logical) return;  // bins 0 .. logical / 2")
+        lines.append("        if (at >= store_valid) return;")
+    # The packed r2c kernels untangle bins 0 .. n of the 2n-point transform only (logical is
+    # 2n, fft_exec._block), so they need no check of the half.
+    if store.mode == "half" and spec.pack != "r2c":
+        lines.append("        if (2 * at > logical) return;  // bins 0 .. logical / 2")
     if store.table:
-        lines.append("        v = cmul(v, ((const cpx*)store_table)[g]);")
+        lines.append("        v = cmul(v, ((const cpx*)store_table)[at]);")
     if store.scaled:
         lines.append("        v.re *= (real_t)scale; v.im *= (real_t)scale;")
-    target = f"out[{_out_offset(spec)}]"
+    target = _out_element(spec, "out")
     if store.reduce:  # the slot's reduce values in shared memory (base: the slot's offset)
-        target = "pw[base + g]"
-        lines.append(f"        if (g >= {store.bins}) return;")
+        target = "(pw + base + g)[o]"
+        if spec.pack != "r2c" or store.bins <= spec.n:  # the packed kernel stores 0 .. n
+            lines.append(f"        if (at >= {store.bins}) return;")
     if value == "complex":
         result = "v.re" if store.mode == "real" else "v"
     elif value == "cotangent":
-        lines += _cotangent(f"((const real_t*)factors)[{_out_offset(spec)}]")
+        lines += _cotangent(_out_element(spec, "((const real_t*)factors + base)"))
         result = "v"
     else:
         lines.append("        const real_t power = v.re * v.re + v.im * v.im;")
@@ -224,10 +228,11 @@ def _store_lambda(spec: BlockSpec) -> str:
 _COMPLEX_VALUES = ("complex", "cotangent")
 
 
-def _out_offset(spec: BlockSpec) -> str:
-    """Where the store's element ``g`` of the row at ``base`` lies in the output (the
-    cotangent's factors are laid out alike)."""
-    return "base + g" if spec.unit_out else "base + g * out_elem_stride"
+def _out_element(spec: BlockSpec, row: str) -> str:
+    """The store's element ``g + o`` of the output row ``row`` (the cotangent's factors are
+    laid out alike). With unit strides the constant ``o`` is a separate index, which the
+    compiler folds into the address (``row[g + o]`` it computes anew for every store)."""
+    return f"({row} + g)[o]" if spec.unit_out else f"{row}[at * out_elem_stride]"
 
 
 def _cotangent(factor: str) -> list[str]:
@@ -254,10 +259,11 @@ def _adjoint_store_lambda(spec: BlockSpec) -> str:
     sample g of the inverse transform, scaled by ``factor`` and weighted by the window."""
     out_t = _storage_type(spec.store.storage, "real")
     return "\n".join([
-        "    auto store = [&](long long base, long long g, cpx v) {",
-        f"        {out_t}* out = ({out_t}*)out_ptr;",
+        "    auto store = [&](long long base, long long g, cpx v, int o) {",
+        f"        {out_t}* const out = ({out_t}*)out_ptr + base;  // the row",
+        "        const long long at = g + o;",
         "        const real_t y = v.re * (real_t)factor;",
-        f"        put(&out[{_out_offset(spec)}], y * ((const real_t*)window)[g]);",
+        f"        put(&{_out_element(spec, 'out')}, y * ((const real_t*)window)[at]);",
         "    };",
     ])  # fmt: skip
 
@@ -335,20 +341,48 @@ def _global_load(spec: BlockSpec, j: str, p: str = "", paired: bool = False) -> 
     return f"load(in_base{p}, {g})"
 
 
-def _final_store(spec: BlockSpec, j: str, value: str, p: str = "") -> list[str]:
-    """Store element ``j`` of the slot's transform (the epilogue), as statements."""
+def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int = 0) -> list[str]:
+    """Store element ``j`` + ``offset`` (a constant) of the slot's transform (the epilogue),
+    as statements; with unit output strides the offset reaches the store separately
+    (:func:`_out_element`)."""
     jmul = "" if spec.unit_out else " * out_jmul"
+    if offset and (spec.pack == "c2r" or spec.twist):
+        raise ValueError("a constant store offset is for the plain stores")
     if spec.pack == "c2r":  # z[m] = x[2m] + i x[2m+1]
         g = f"out_g{p} + 2LL * ({j}){jmul}"
         step = "1" if spec.unit_out else "out_jmul"
         return [
-            f"store(out_base{p}, {g}, cpx{{{value}.re, 0}});",
-            f"store(out_base{p}, {g} + {step}, cpx{{{value}.im, 0}});",
+            f"store(out_base{p}, {g}, cpx{{{value}.re, 0}}, 0);",
+            f"store(out_base{p}, {g} + {step}, cpx{{{value}.im, 0}}, 0);",
         ]
     g = f"out_g{p} + (long long)({j}){jmul}"
+    if offset and not spec.unit_out:
+        g, offset = f"{g} + {offset}LL{jmul}", 0
     if spec.twist:  # the four-step twiddle of (column, element)
-        return [f"{{ const cpx w = twist(c{p}, {j}); store(out_base{p}, {g}, cmul({value}, w)); }}"]
-    return [f"store(out_base{p}, {g}, {value});"]
+        return [f"{{ const cpx w = twist(c{p}, {j}); "
+                f"store(out_base{p}, {g}, cmul({value}, w), 0); }}"]
+    return [f"store(out_base{p}, {g}, {value}, {offset});"]
+
+
+def _mod(i: str, m: int) -> str:
+    """``i % m`` of a non-negative int ``i`` (unsigned: a mask or a multiply, no sign fix)."""
+    return f"(int)((unsigned){i} % {m}u)"
+
+
+def _skew_step(spec: BlockSpec, stride: int, span: int) -> int | None:
+    """The distance in shared memory between slot elements j + q stride and j + (q + 1)
+    stride of a group, when it is the same for every q and every group (the stage's shared
+    accesses then take one address and constant offsets), else None. A group lies inside an
+    aligned run of ``span`` elements (span = radix x stride: a stage's write group, which
+    starts at a multiple of span plus k < stride; span = n: a read group, i + q n / radix).
+    The skew adds j >> shift: with stride a multiple of 2 ** shift that grows by stride >>
+    shift a step; with span dividing 2 ** shift it stays put within the group."""
+    unit = 1 << spec.shift
+    if stride % unit == 0:
+        return stride + stride // unit
+    if unit % span == 0:
+        return stride
+    return None
 
 
 def _butterfly(spec: BlockSpec, index: int, stride: int, tag: str) -> tuple[Code, list[str]]:
@@ -374,11 +408,16 @@ def _butterfly(spec: BlockSpec, index: int, stride: int, tag: str) -> tuple[Code
         code += [f"cpx u{q} = live ? {_global_load(spec, j[q])} : cpx{{0, 0}};"
                  for q in range(radix)]  # fmt: skip
     else:
-        code += [f"cpx u{q} = my[skew({j[q]})];" for q in range(radix)]
+        step = _skew_step(spec, quarter, spec.n)
+        if step is None:
+            code += [f"cpx u{q} = my[skew({j[q]})];" for q in range(radix)]
+        else:  # one address, constant offsets
+            code.append("const cpx* const row = my + skew(i);")
+            code += [f"cpx u{q} = row[{q * step}];" for q in range(radix)]
     if stride > 1:  # the stage's own roots (BlockSpec.twiddle_index)
-        code.append(f"const int k = i % {stride};")
+        code.append(f"const int k = {_mod('i', stride)};")
         for q in range(1, radix):
-            code.append(f"u{q} = cmul(u{q}, tw(k + {offset + (q - 1) * stride}));")
+            code.append(f"u{q} = cmul(u{q}, tw(k, {offset + (q - 1) * stride}));")
     return code, small_dft(inputs, spec.sign, code)
 
 
@@ -403,7 +442,7 @@ _UNTANGLE = (
     "const cpx zc = {zb.re, -zb.im};",
     "const cpx e = {(real_t)0.5 * (za.re + zc.re), (real_t)0.5 * (za.im + zc.im)};",
     "const cpx d = {(real_t)0.5 * (za.re - zc.re), (real_t)0.5 * (za.im - zc.im)};",
-    "const cpx wd = cmul(tw(bin), d);",
+    "const cpx wd = cmul(tw(bin, 0), d);",
     "const cpx x = {e.re + wd.im, e.im - wd.re};",
 )
 
@@ -411,19 +450,23 @@ _UNTANGLE = (
 # and ``b`` = conj X[n - k] (X[n] for k = 0; DC's and Nyquist's imaginary parts dropped):
 # Z[k] = (a + b) + i W^k (a - b), W = exp(+2 pi i / 2n) (``tw`` of an inverse kernel).
 _TANGLE = (
-    "const cpx d = cmul(tw(k), csub(a, b));",
+    "const cpx d = cmul(tw(k, 0), csub(a, b));",
     "cpx z = {a.re + b.re - d.im, a.im + b.im + d.re};",
 )
 
 
-def _untangle(spec: BlockSpec, k: str, za: str, zb: str) -> list[str]:
-    """Bin ``k`` of the 2n-point half spectrum (:data:`_UNTANGLE`), stored."""
+def _untangle(spec: BlockSpec, k: str, za: str, zb: str, offset: int = 0) -> list[str]:
+    """Bin ``k + offset`` of the 2n-point half spectrum (:data:`_UNTANGLE`), stored (its
+    root read at the constant ``offset`` from row ``k``: the rows of a thread's bins are
+    shared)."""
+    bin_ = f"{k} + {offset}" if offset else k
+    root = f"tw({k}, {offset})"
     return [
         "{",
-        f"    const int bin = {k};",
+        f"    const int bin = {bin_};",
         f"    const cpx za = {za}, zb = {zb};",
-        *[f"    {line}" for line in _UNTANGLE],
-        *[f"    if (live) {stmt}" for stmt in _final_store(spec, "bin", "x")],
+        *[f"    {line.replace('tw(bin, 0)', root)}" for line in _UNTANGLE],
+        *[f"    if (live) {stmt}" for stmt in _final_store(spec, k, "x", offset=offset)],
         "}",
     ]
 
@@ -440,8 +483,9 @@ def _held_butterfly(spec: BlockSpec, index: int, stride: int, tag: str, i: str,
 
 def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]:
     """The last stage of an r2c kernel with the untangling done in registers: slot p holds
-    butterflies A = p and B = s - p (s: the stage's butterfly count; slot 0 holds 0 and
-    s / 2), whose outputs A + q s and B + (r - 1 - q) s are each other's mirrors n - j, so
+    butterflies A = p and B = s - p (s: the stage's butterfly count; slot 0 holds 0 and,
+    for an even s, s / 2), whose outputs A + q s and B + (r - 1 - q) s are each other's
+    mirrors n - j (slot 0: A's outputs mirror each other, and so do B's), so
     every bin is computed from values the thread holds: no write of the transform back to
     shared memory, no barrier, no second read (the exchange path reads two values a bin).
     The arithmetic is the exchange path's, so the bits are the same."""
@@ -466,16 +510,28 @@ def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]
             lines += pair(f"_{m}B", f"p == 0 ? {s // 2} : {s} - p", b)
         body_pair = []  # p >= 1: A + q s mirrors B + (r - 1 - q) s
         for q in range(radix):
-            body_pair += _untangle(spec, f"p + {q * s}", a[q], b[radix - 1 - q])
-            body_pair += _untangle(spec, f"{s} - p + {q * s}", b[q], a[radix - 1 - q])
-        if m == 0:  # only thread 0's first slot is slot 0
+            body_pair += _untangle(spec, "p", a[q], b[radix - 1 - q], q * s)
+            body_pair += _untangle(spec, f"{s} - p", b[q], a[radix - 1 - q], q * s)
+        if m == 0 and s % 2 == 0:
+            # Slot 0 in the same instructions (a branch of its own would diverge: its warp
+            # would issue both bodies): its mirrors are chosen by selects, B's row is s / 2,
+            # and the Nyquist bin is its one extra.
+            lines.append(f"        const int row = p == 0 ? {s // 2} : {s} - p;  // B's")
+            for q in range(radix):
+                mirror_a = f"(p == 0 ? {a[(radix - q) % radix]} : {b[radix - 1 - q]})"
+                mirror_b = f"(p == 0 ? {b[radix - 1 - q]} : {a[radix - 1 - q]})"
+                lines += [f"        {line}" for line in _untangle(spec, "p", a[q], mirror_a,
+                                                                   q * s)]  # fmt: skip
+                lines += [f"        {line}" for line in _untangle(spec, "row", b[q], mirror_b,
+                                                                   q * s)]  # fmt: skip
+            lines.append("        if (p == 0) {")
+            lines += [f"            {line}" for line in _untangle(spec, f"{n}", a[0], a[0])]
+            lines.append("        }")
+        elif m == 0:  # only thread 0's first slot is slot 0
             body_zero = []  # A = 0: q s mirrors (r - q) s; B = s / 2: mirrors within B
             for q in range(radix):
                 body_zero += _untangle(spec, f"{q * s}", a[q], a[(radix - q) % radix])
             body_zero += _untangle(spec, f"{n}", a[0], a[0])  # the Nyquist bin
-            if s % 2 == 0:
-                for q in range(radix):
-                    body_zero += _untangle(spec, f"{s // 2 + q * s}", b[q], b[radix - 1 - q])
             lines.append("        if (p == 0) {")
             lines += [f"            {line}" for line in body_zero]
             lines.append("        } else {")
@@ -525,12 +581,15 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
                 continue
             lines.append(f"    {cond}{{")
             lines.append(f"        const int i = t + {m * threads};")
-            lines.append(f"        const int k = i % {stride};" if stride > 1 else
+            lines.append(f"        const int k = {_mod('i', stride)};" if stride > 1 else
                          "        const int k = 0;")  # fmt: skip
             lines.append(f"        const int j0 = (i - k) * {radix} + k;")
-            for q in range(radix):
-                j = f"j0 + {q * stride}"
-                lines.append(f"        my[skew({j})] = v{m}_{q};")
+            step = _skew_step(spec, stride, radix * stride)
+            if step is None:
+                lines += [f"        my[skew(j0 + {q * stride})] = v{m}_{q};" for q in range(radix)]
+            else:  # one address, constant offsets
+                lines.append("        cpx* const row = my + skew(j0);")
+                lines += [f"        row[{q * step}] = v{m}_{q};" for q in range(radix)]
             lines.append("    }")
         if not (last and direct_store):
             lines.append(f"    {barrier}  // every write of this stage is done")
@@ -591,8 +650,8 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
         *[f"    {line}" for line in _cotangent("factor_of(g)")],
         "        return v;",
         "    };",
-        "    auto itw = [&](int index) -> cpx {",
-        "        cpx w = tw_table[index]; w.im = -w.im; return w;",
+        "    auto itw = [&](int k, int offset) -> cpx {",
+        "        cpx w = (tw_table + k)[offset]; w.im = -w.im; return w;",
         "    };",
         "    auto tangled = [&](int k, cpx a, cpx b) -> cpx {",
         "        auto tw = itw;",
@@ -691,7 +750,10 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         "    cpx* const smem = (cpx*)specux_shared;",
         f"    real_t* const pw = (real_t*)(smem + {per_block * spec.slot_size});",
         "    const cpx* const tw_table = (const cpx*)twiddles;",
-        f"    auto tw = [&](int index) -> cpx {{ cpx w = tw_table[index];{conj} return w; }};",
+        # root k + offset: the row k shared by a butterfly's roots, offset a constant
+        "    auto tw = [&](int k, int offset) -> cpx {",
+        f"        cpx w = (tw_table + k)[offset];{conj} return w;",
+        "    };",
         f"    auto skew = [](int j) -> int {{ return j + (j >> {spec.shift}); }};",
         "    auto row_base = [](long long u, long long inner, long long outer,"
         " long long istride) -> long long {",
