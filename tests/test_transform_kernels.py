@@ -571,3 +571,35 @@ def test_emulated_bfloat16_bank_frames_and_projection(rng):
                         storage="bfloat16", precision="float32")  # fmt: skip
     ref = _from_bfloat16(features).astype(np.float64) @ matrix.T
     assert _peak_error(_from_bfloat16(projected), ref) <= TOLERANCES["bfloat16_store"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_emulated_dense_projection_is_the_gathers_bits(dtype, rng):
+    """A dense matrix (mfcc's DCT) runs as the tiled correlation (transform_exec.project),
+    which sums each output over ascending k in one accumulator as the bank gather does: the
+    same bits, for row counts that leave partial tiles; a sparse matrix (a mel bank) keeps
+    the gather."""
+    from specux.kernels import emulate
+    from specux.meta import matrices
+    from specux.meta.matrices import MatrixSpec
+
+    precision = np.dtype(dtype).name
+    key = matrices.dct_spec(n_out=13, n_in=40, dct_type=2, norm="ortho", lifter=0.0).as_key()
+    assert transform_exec.named_dense(key, precision)
+    bands, weights, n_in = transform_exec.sparse_bank(key, precision)
+    mel = filters.sparse_bank(filters.mel(sr=8000, n_fft=64, n_mels=10))
+    mel_bands, _ = transform_exec.bank_tables(mel.starts, mel.stops, mel.weights)
+    assert not transform_exec.is_dense(mel_bands, 33)
+    for rows in (1, 37, 300):
+        x = rng.standard_normal((rows, n_in)).astype(dtype)
+        outs = []
+        for dense in (True, False):
+            out = np.zeros((rows, 13), dtype)
+            transform_exec.project(emulate.HostBackend(), x, out, bands, weights, rows=rows,
+                                   n_in=n_in, n_out=13, storage=precision,
+                                   precision=precision, dense=dense)  # fmt: skip
+            outs.append(out)
+        np.testing.assert_array_equal(outs[0], outs[1])
+        dct = matrices.matrix(MatrixSpec.from_key(key), np.dtype("float64"))
+        ref = x.astype(np.float64) @ dct.T
+        assert _peak_error(outs[0], ref) <= TOLERANCES[f"{precision}_peak"]

@@ -516,16 +516,17 @@ def bank_spectrogram(x: DeviceArray, window, p: StftParams, power: float, bank_s
 
 
 def project(x: DeviceArray, spec: str) -> DeviceArray:
-    """``matrix @ x`` along the feature axis (-2) for a named matrix: one gather kernel."""
+    """``matrix @ x`` along the feature axis (-2) for a named matrix: one kernel
+    (:func:`transform_exec.project`)."""
     storage, precision = _storage(x)
     device = x.device
     n_in = x.shape[-2]
     bands, weights, n_out = named_bands(device, spec, precision, n_in, "x")
     rows = dense(x.swapaxes(-1, -2))
     out = device.empty((*rows.shape[:-1], n_out), x.dtype)
-    transform_exec.bank(device, rows, out, bands, weights, rows=out.size // max(n_out, 1),
-                        n_in=n_in, n_out=n_out, exponent=1.0, db_factor=None, eps=0.0,
-                        storage=storage, precision=precision)  # fmt: skip
+    transform_exec.project(device, rows, out, bands, weights, rows=out.size // max(n_out, 1),
+                           n_in=n_in, n_out=n_out, storage=storage, precision=precision,
+                           dense=transform_exec.named_dense(spec, precision))  # fmt: skip
     return out.swapaxes(-1, -2)
 
 

@@ -155,6 +155,33 @@ def bank(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
     _launch(backend, spec, rows * n_out, args)
 
 
+def project(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
+            storage: str, precision: str, dense: bool) -> None:  # fmt: skip
+    """``dst[r, m] = sum_k matrix[m, k] * src[r, k]`` for ``rows`` contiguous rows (a DCT, a
+    chroma fold, a filterbank's transpose: :func:`bank_tables`' ``bands`` / ``weights``).
+    A ``dense`` matrix (every band spans every column: its weights are the matrix
+    transposed, a correlation kernel) of at most ``CORRELATE_SPLIT`` columns, on rows stored
+    in the compute precision, runs as the tiled correlation -- the rows as frames of one
+    signal with hop ``n_in`` -- which stages the rows and the matrix in shared memory
+    instead of reading each operand once per output; the others as the bank gather. Both
+    sum each output over ascending k in one accumulator: the same bits."""
+    if dense and storage == precision and n_in <= CORRELATE_SPLIT and rows * n_out:
+        correlate(backend, src, dst, weights, rows=1, count=rows, columns=n_out, taps=n_in,
+                  hop=n_in, row_len=rows * n_in, start=0, out_width=n_out, column=0,
+                  precision=precision)  # fmt: skip
+        return
+    bank(backend, src, dst, bands, weights, rows=rows, n_in=n_in, n_out=n_out, exponent=1.0,
+         db_factor=None, eps=0.0, storage=storage, precision=precision)  # fmt: skip
+
+
+def is_dense(bands: np.ndarray, n_in: int) -> bool:
+    """Whether a band table (:func:`bank_tables`) is a dense matrix's: band m starts at 0,
+    spans ``n_in`` columns and keeps column m (its weights are then the matrix transposed)."""
+    bands = np.asarray(bands)
+    return bool(len(bands)) and bool((bands[:, 0] == 0).all() and (bands[:, 1] == n_in).all()
+                                     and (bands[:, 2] == np.arange(len(bands))).all())
+
+
 def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, hop: int,
          pad: int, mode: str, onesided: bool, value: str, eps: float, scale: float,
          precision: str, src_storage: str, dst_storage: str, bank: BankReduce | None = None,
@@ -471,6 +498,13 @@ def sparse_bank(bank_spec: str, precision: str) -> tuple[np.ndarray, np.ndarray,
     bands.flags.writeable = False
     weights.flags.writeable = False
     return bands, weights, width
+
+
+@functools.lru_cache(maxsize=64)
+def named_dense(bank_spec: str, precision: str) -> bool:
+    """:func:`is_dense` of a named matrix's tables (:func:`sparse_bank`)."""
+    bands, _, width = sparse_bank(bank_spec, precision)
+    return is_dense(bands, width)
 
 
 def cqt_plan(spec: ConstantQSpec, precision: str, length: int, count: int):

@@ -456,18 +456,20 @@ def cqt_adjoint(grad: torch.Tensor, spec: ConstantQSpec, pad_mode: str, length: 
 def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str) -> torch.Tensor:
     """``matrix @ x`` along the feature axis (DCT, chroma folds, a filterbank's transpose in
     a backward); ``matrix`` None means the one ``spec`` names (its rows' nonzero extents built
-    once, kept on the device). One gather kernel over every frame (the features arrive
-    frame-major): no cuBLAS, so it is deterministic with no workspace setting; the result is
-    frame-major too (the op's layout: a transposed view)."""
+    once, kept on the device). One kernel over every frame (the features arrive
+    frame-major; :func:`transform_exec.project`: the tiled correlation for a dense named
+    matrix, else the gather): no cuBLAS, so it is deterministic with no workspace setting;
+    the result is frame-major too (the op's layout: a transposed view)."""
     storage, precision = _storage(x)
     backend = TorchCudaBackend(x.device)
     n_in = x.shape[-2]
     bands, weights, n_out = _bands(backend, matrix, spec, precision, n_in, "x")
     rows = x.transpose(-1, -2).contiguous()  # (..., T, n_in): no copy when frame-major
     out = torch.empty((*rows.shape[:-1], n_out), dtype=x.dtype, device=x.device)
-    transform_exec.bank(backend, rows, out, bands, weights, rows=out.numel() // max(n_out, 1),
-                        n_in=n_in, n_out=n_out, exponent=1.0, db_factor=None, eps=0.0,
-                        storage=storage, precision=precision)  # fmt: skip
+    dense = matrix is None and transform_exec.named_dense(spec, precision)
+    transform_exec.project(backend, rows, out, bands, weights,
+                           rows=out.numel() // max(n_out, 1), n_in=n_in, n_out=n_out,
+                           storage=storage, precision=precision, dense=dense)  # fmt: skip
     return out.transpose(-1, -2)
 
 
