@@ -207,7 +207,8 @@ def _store_lambda(spec: BlockSpec) -> str:
     if value == "complex":
         result = "v.re" if store.mode == "real" else "v"
     elif value == "cotangent":
-        lines += _cotangent(_out_element(spec, "((const real_t*)factors + base)"))
+        # the bin is g + o (g alone is the row of a constant offset o)
+        lines += _cotangent(_out_element(spec, "((const real_t*)factors + base)"), "at")
         result = "v"
     else:
         lines.append("        const real_t power = v.re * v.re + v.im * v.im;")
@@ -235,14 +236,14 @@ def _out_element(spec: BlockSpec, row: str) -> str:
     return f"({row} + g)[o]" if spec.unit_out else f"{row}[at * out_elem_stride]"
 
 
-def _cotangent(factor: str) -> list[str]:
-    """``v`` (bin g of X) -> the r2c adjoint's input for a real cotangent F of ``|X| ** e``:
+def _cotangent(factor: str, g: str) -> list[str]:
+    """``v`` (bin ``g`` of X) -> the r2c adjoint's input for a real cotangent F of ``|X| ** e``:
     ``F d|X|^e / dX* = F e |X|^(e - 2) X`` (zero where X is, for e < 2), halved off DC and
     Nyquist (the one-sided spectrum's Hermitian weights). F is the expression ``factor``
     (read from the ``factors`` argument); ``exponent`` is e."""
     return [
         f"        real_t f = {factor};",
-        "        if (2 * g != 0 && 2 * g != logical) f *= (real_t)0.5;",
+        f"        if (2 * {g} != 0 && 2 * {g} != logical) f *= (real_t)0.5;",
         "        if (exponent != 2.0) {",
         "            const real_t m = sqrt(v.re * v.re + v.im * v.im);",
         "            f = m > (real_t)0 ? f * (real_t)exponent * pow(m, (real_t)(exponent - 2.0))"
@@ -647,7 +648,7 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
         "    };",
         "    auto cotangent = [&](long long g, cpx v) -> cpx {",
         scale,
-        *[f"    {line}" for line in _cotangent("factor_of(g)")],
+        *[f"    {line}" for line in _cotangent("factor_of(g)", "g")],
         "        return v;",
         "    };",
         "    auto itw = [&](int k, int offset) -> cpx {",
