@@ -436,16 +436,19 @@ def untangle_slots(spec: BlockSpec) -> int:
     return slots if slots >= spec.threads else 0
 
 
-# X[bin] (``x``) of the 2n-point half spectrum from ``za`` = Z[bin mod n] and ``zb`` =
-# Z[(n - bin) mod n] of the n-point transform Z of the packed samples:
-# X[k] = (Z[k] + conj Z[n-k]) / 2 - i W^k (Z[k] - conj Z[n-k]) / 2, W = exp(-2 pi i / 2n).
-_UNTANGLE = (
-    "const cpx zc = {zb.re, -zb.im};",
-    "const cpx e = {(real_t)0.5 * (za.re + zc.re), (real_t)0.5 * (za.im + zc.im)};",
-    "const cpx d = {(real_t)0.5 * (za.re - zc.re), (real_t)0.5 * (za.im - zc.im)};",
-    "const cpx wd = cmul(tw(bin, 0), d);",
-    "const cpx x = {e.re + wd.im, e.im - wd.re};",
-)
+def _untangle_lines(root: str = "tw(bin, 0)") -> tuple[str, ...]:
+    """X[bin] (``x``) of the 2n-point half spectrum from ``za`` = Z[bin mod n] and ``zb`` =
+    Z[(n - bin) mod n] of the n-point transform Z of the packed samples:
+    X[k] = (Z[k] + conj Z[n-k]) / 2 - i W^k (Z[k] - conj Z[n-k]) / 2, W = exp(-2 pi i / 2n);
+    ``root`` reads W^bin (``tw(row, offset)`` with row + offset = bin)."""
+    return (
+        "const cpx zc = {zb.re, -zb.im};",
+        "const cpx e = {(real_t)0.5 * (za.re + zc.re), (real_t)0.5 * (za.im + zc.im)};",
+        "const cpx d = {(real_t)0.5 * (za.re - zc.re), (real_t)0.5 * (za.im - zc.im)};",
+        f"const cpx wd = cmul({root}, d);",
+        "const cpx x = {e.re + wd.im, e.im - wd.re};",
+    )
+
 
 # Its inverse (c2r's load): Z[k] (``z``) of the packed n-point transform from ``a`` = X[k]
 # and ``b`` = conj X[n - k] (X[n] for k = 0; DC's and Nyquist's imaginary parts dropped):
@@ -457,7 +460,7 @@ _TANGLE = (
 
 
 def _untangle(spec: BlockSpec, k: str, za: str, zb: str, offset: int = 0) -> list[str]:
-    """Bin ``k + offset`` of the 2n-point half spectrum (:data:`_UNTANGLE`), stored (its
+    """Bin ``k + offset`` of the 2n-point half spectrum (:func:`_untangle_lines`), stored (its
     root read at the constant ``offset`` from row ``k``: the rows of a thread's bins are
     shared)."""
     bin_ = f"{k} + {offset}" if offset else k
@@ -466,7 +469,7 @@ def _untangle(spec: BlockSpec, k: str, za: str, zb: str, offset: int = 0) -> lis
         "{",
         f"    const int bin = {bin_};",
         f"    const cpx za = {za}, zb = {zb};",
-        *[f"    {line.replace('tw(bin, 0)', root)}" for line in _UNTANGLE],
+        *[f"    {line}" for line in _untangle_lines(root)],
         *[f"    if (live) {stmt}" for stmt in _final_store(spec, k, "x", offset=offset)],
         "}",
     ]
@@ -603,7 +606,7 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     """The fused adjoint of ``|stft(x)| ** e`` (StoreSpec.value ``adjoint``; an r2c kernel)
     after its forward stages (which leave Z, the packed transform, in shared memory): the
     thread of pair j (bins j and n - j, j = 0 .. n / 2; j = 0 pairs DC with Nyquist)
-    untangles X[j] and X[n - j] (:data:`_UNTANGLE`) from the Z values at j and n - j, forms
+    untangles X[j] and X[n - j] (:func:`_untangle_lines`) from the Z values at j and n - j, forms
     each bin's cotangent (:func:`_cotangent`; its factor from ``factors``, n + 1 per
     transform, or with StoreSpec.expand the bank's transpose applied to the transform's
     row of ``n_bands`` values there, summed as the bank gather kernel sums) and tangles the
@@ -643,7 +646,7 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     lines = [
         *factor,
         "    auto untangled = [&](int bin, cpx za, cpx zb) -> cpx {",
-        *[f"        {line}" for line in _UNTANGLE],
+        *[f"        {line}" for line in _untangle_lines()],
         "        return x;",
         "    };",
         "    auto cotangent = [&](long long g, cpx v) -> cpx {",
