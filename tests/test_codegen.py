@@ -401,7 +401,7 @@ def _transform_families(recorder):
                                     dst_storage=storage,
                                     bank=transform_exec.BankReduce(8, power, db))  # fmt: skip
         for kind, options in (("frame", ("constant", "indexed")), ("ola", ("", "window")),
-                              ("fold", ("",)), ("istft", ("",)),
+                              ("fold", ("",)), ("istft", ("",)), ("seam", ("", "x4")),
                               ("bank", ("power", "db", "powerpow", "dbpow"))):  # fmt: skip
             for option in options:
                 recorder.specs.add(GatherSpec(kind, storage, precision, option))
@@ -412,6 +412,12 @@ def _transform_families(recorder):
             for option in options:
                 recorder.specs.add(GatherSpec(kind, storage, precision, option))
         recorder.specs.add(GatherSpec("cmul", precision, precision))
+        if storage != "bfloat16":  # the istft's c2r with the overlap-add, both layouts
+            for strides in ((513 * 40, 40, 1), (513 * 40, 1, 513)):
+                transform_exec.istft(recorder, None, None, None, None, signals=2,
+                                     strides=strides, count=40, n_fft=1024, hop=256, start=512,
+                                     stop=10496, out_len=9984, scale=1 / 1024, storage=storage,
+                                     precision=precision)  # fmt: skip
         if storage == precision:  # fftconvolve's overlap-save: framing, product, c2r stores
             block = 16384 if precision == "float32" else 8192
             transform_exec.overlap_save(recorder, None, None, None, signals=2,
@@ -461,6 +467,8 @@ def test_every_kernel_family_compiles_with_nvrtc():
                                                      "cotangent", "adjoint"}
     assert {spec.store.reduce for spec in blocks} == {"", "bank", "bank_db"}
     assert {spec.store.expand for spec in blocks} == {False, True}
+    assert any(spec.store.ola_hop and spec.load_staged for spec in blocks)
+    assert any(spec.store.ola_hop and spec.unit_in for spec in blocks)
 
     def compile_one(spec):
         source, name, _ = render(spec, CUDA)

@@ -295,8 +295,9 @@ def test_istft_normalized_onesided_and_inconsistent_spectra(normalized, onesided
 
 
 @pytest.mark.parametrize("batch", [(), (3,), (2, 3)], ids=["b0", "b3", "b2x3"])
-def test_istft_batch_shapes_and_layouts(batch):
-    n_fft, hop = 257, 100
+@pytest.mark.parametrize("n_fft", [257, 256])  # the frames and the gather; the fused kernel
+def test_istft_batch_shapes_and_layouts(batch, n_fft):
+    hop = 100
     for cdtype in (torch.complex128, torch.complex64):
         base = _complex((*batch, 40, n_fft // 2 + 1), seed=len(batch), dtype=cdtype)
         views = {
@@ -312,6 +313,21 @@ def test_istft_batch_shapes_and_layouts(batch):
         w = _window(n_fft, dtype=torch.float64 if cdtype == torch.complex128 else F32)
         got, ref = _both(specux.istft, base.transpose(-1, -2), n_fft, hop, window=w)
         assert_matches_cpu(got, ref, what=f"{cdtype} tensor window")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_istft_fused_with_a_window_view_off_its_alignment(dtype):
+    """The fused istft reads the window in aligned pairs of values: a view that starts between
+    two is copied first (one past a float32 pair, or a float64's), and the seams hold."""
+    n_fft, hop = 256, 64
+    cdtype = torch.complex128 if dtype == F64 else torch.complex64
+    S = _complex((3, n_fft // 2 + 1, 41), seed=5, dtype=cdtype)
+    w = _window(n_fft + 1, dtype=dtype)[1:]
+    view = _window(n_fft + 1, dtype=dtype).to(DEVICE)[1:]
+    assert view.data_ptr() % (2 * view.element_size())
+    got = specux.istft(S.to(DEVICE), n_fft, hop, window=view)
+    ref = specux.istft(S, n_fft, hop, window=w)
+    assert_matches_cpu(got, ref, what=f"{dtype}")
 
 
 def test_istft_nola_failure_raises_on_cuda_too():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from tolerances import TOLERANCES
 
-from specux.kernels import transform_exec
+from specux.kernels import plan, transform_exec
 from specux.kernels.cpu import features as cpu_features
 from specux.kernels.cpu import frames as cpu_frames
 from specux.kernels.cpu import stft as cpu_stft
@@ -372,11 +372,73 @@ def test_emulated_istft_overlap_add(length, rng):
     start, stop, out_length = cpu_stft.istft_bounds(p, count, length)
     got = np.zeros((2, out_length))
     transform_exec.istft_overlap_add(emulate.HostBackend(), frames, got, window,
-                                     np.ascontiguousarray(env[start:stop]), rows=2, count=count,
+                                     np.ascontiguousarray(1 / env[start:stop]), rows=2,
+                                     count=count,
                                      frame_len=16, hop=5, start=start, stop=stop,
                                      out_len=out_length, storage="float64",
                                      precision="float64")  # fmt: skip
     assert _peak_error(got, ref) <= TOLERANCES["float64"]
+
+
+# (n_fft, hop, frames, length): hops that do not divide n_fft, a few frames of one block, many
+# blocks, a hop that needs more frames a block (n_fft / hop = 16: 15), output past the frames.
+FUSED_ISTFT_CASES = [(16, 4, 50, None), (16, 5, 61, 290), (16, 5, 61, 400), (18, 6, 3, None),
+                     (64, 4, 76, None), (32, 12, 40, 500)]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", FUSED_ISTFT_CASES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("layout", ["bins-major", "frame-major"])
+def test_emulated_fused_istft(case, dtype, layout, rng):
+    """The c2r kernel with the overlap-add in it (and its seam gather) against the CPU
+    backend and against the inverse FFT's frames + the istft gather (which scales each frame
+    rather than each sum, and sums two blocks' frames in one order)."""
+    n_fft, hop, count, length = case
+    precision = _PRECISION[dtype]
+    p = _params(n_fft, hop, True, "constant")
+    cdtype = np.complex128 if dtype is np.float64 else np.complex64
+    spectrum = (rng.standard_normal((2, 3, p.n_freq, count))
+                + 1j * rng.standard_normal((2, 3, p.n_freq, count))).astype(cdtype)
+    ref = cpu_stft.istft(spectrum.astype(np.complex128), None, p, length)
+    if layout == "frame-major":
+        spectrum = np.ascontiguousarray(spectrum.swapaxes(-1, -2)).swapaxes(-1, -2)
+    w64 = np.array(cpu_stft.full_window(p, None, np.float64))
+    env = cpu_stft.envelope(p, w64, count)
+    start, stop, out_len = cpu_stft.istft_bounds(p, count, length)
+    envelope = np.ascontiguousarray((1 / env[start:stop]).astype(dtype))
+    window = w64.astype(dtype)
+    assert transform_exec.istft_fusable(n_fft, hop, precision, True)
+    got = np.full((2, 3, out_len), np.nan, dtype=dtype)
+    strides = tuple(s // spectrum.itemsize for s in spectrum.strides[1:])
+    transform_exec.istft(emulate.HostBackend(), spectrum, got, window, envelope, signals=6,
+                         strides=strides, count=count, n_fft=n_fft,
+                         hop=hop, start=start, stop=stop, out_len=out_len, scale=1 / n_fft,
+                         storage=precision, precision=precision)  # fmt: skip
+    tolerance = TOLERANCES["float64" if dtype is np.float64 else "float32_peak"]
+    assert _peak_error(got, ref) <= tolerance
+    frames = emulate.fft_1d(np.ascontiguousarray(spectrum.swapaxes(-1, -2)), "c2r", n_fft,
+                            sign=1, scale=1 / n_fft)  # fmt: skip
+    chain = np.zeros_like(got)
+    transform_exec.istft_overlap_add(emulate.HostBackend(), frames, chain, window, envelope,
+                                     rows=6, count=count, frame_len=n_fft, hop=hop,
+                                     start=start, stop=stop, out_len=out_len,
+                                     storage=precision, precision=precision)  # fmt: skip
+    assert _peak_error(got, chain) <= tolerance
+
+
+def test_ola_frames():
+    """At least OLA_FRAMES frames a block, and enough that two blocks' frames at most overlap
+    any sample; none past a block's threads and shared memory, or for hops past n_fft."""
+    for n_fft, hop in [(1024, 256), (1024, 64), (16, 5), (1000, 333), (64, 4)]:
+        frames = plan.ola_frames(n_fft, hop, 1, "float32")
+        assert frames >= plan.OLA_FRAMES and frames * hop >= n_fft - hop
+    assert plan.ola_frames(1024, 256, 64, "float32") == plan.OLA_FRAMES
+    assert plan.ola_frames(1024, 32, 64, "float32") is None  # 31 frames of 64 threads
+    assert plan.ola_frames(1024, 1025, 1, "float32") is None
+    assert plan.ola_frames(17, 4, 1, "float32") is None  # odd: no packed c2r
+    assert not transform_exec.istft_fusable(1024, 256, "float32", False)
+    assert not transform_exec.istft_fusable(1025, 256, "float32", True)
+    assert transform_exec.istft_fusable(1024, 64, "float32", True)
 
 
 @pytest.mark.parametrize("power, db", [(2.0, False), (1.0, True), (1.5, False)])

@@ -16,6 +16,7 @@ import numpy as np
 
 from specux.kernels.codegen.block import block_launch_sizes
 from specux.kernels.codegen.fft import launch_sizes
+from specux.kernels.codegen.gather import GATHER_THREADS, SEAM_POSITIONS, GatherSpec
 from specux.kernels.plan import (
     CANONICAL,
     USER,
@@ -145,7 +146,7 @@ class _Ref:
 
 
 _SRC, _DST = _Ref("src"), _Ref("dst")
-_WINDOW, _PAD_TABLE = _Ref("window"), _Ref("pad table")
+_WINDOW, _PAD_TABLE, _ENVELOPE = _Ref("window"), _Ref("pad table"), _Ref("envelope")
 _BANDS, _WEIGHTS, _FACTORS = _Ref("bands"), _Ref("weights"), _Ref("factors")
 
 
@@ -339,6 +340,87 @@ def stft_1d(
                                     _WEIGHTS: weights, _FACTORS: factors})  # fmt: skip
 
 
+@dataclass(frozen=True)
+class OverlapAdd:
+    """The istft's overlap-add of ``frames`` frames per signal, ``hop`` apart: outputs of
+    ``out_len`` samples, padded positions [``start``, ``stop``) divided by the window
+    envelope (0 from ``stop`` on)."""
+
+    hop: int
+    frames: int
+    out_len: int
+    start: int
+    stop: int
+
+
+def _ola_spec(n: int, hop: int, precision: str, src_storage: str, dst_storage: str,
+              unit_in: bool, scaled: bool) -> BlockSpec:  # fmt: skip
+    """The c2r block kernel of the istft's ``n``-point frames with the overlap-add in it."""
+    load = LoadSpec(USER, "hermitian", src_storage)
+    store = StoreSpec(USER, "real", dst_storage, scaled=scaled, logical=n, ola_hop=hop)
+    return block(n // 2, 1, precision, load, store, load_staged=not unit_in, pack="c2r",
+                 unit_in=unit_in)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)
+def ola_fusable(n: int, hop: int, precision: str) -> bool:
+    """Whether the istft of ``n``-point one-sided frames ``hop`` apart runs as one c2r block
+    kernel with the overlap-add in it (:func:`istft_1d`): an even smooth length whose half
+    fits a block, and a hop with which plan.ola_frames finds a block of frames."""
+    if n % 2 or factorize(n) is None or not block_fits(n // 2, precision):
+        return False
+    try:
+        _ola_spec(n, hop, precision, precision, precision, False, False)
+    except ValueError:
+        return False
+    return True
+
+
+def istft_1d(backend: Backend, src: Any, dst: Any, window: Any, envelope: Any, *, n: int,
+             ola: OverlapAdd, signals: int, scale: float, precision: str, src_storage: str,
+             dst_storage: str, src_strides: Strides) -> None:  # fmt: skip
+    """The istft of ``signals`` one-sided spectra (``src``: rows of ``n // 2 + 1`` bins, the
+    row of frame t of signal s being ``s * ola.frames + t`` of ``src_strides``) into rows of
+    ``ola.out_len`` real samples (``dst``, contiguous): each frame's inverse real FFT times
+    ``window`` (n values of the precision), overlap-added, times ``scale`` and ``envelope``
+    (the window envelope's ``ola.stop - ola.start`` reciprocals, in the precision) in the
+    FFT's block kernel, the samples that two blocks' frames share added by a ``seam`` gather
+    after it (:func:`ola_fusable` must hold)."""
+    if signals == 0 or ola.out_len == 0:
+        return
+    program = _istft_program(n, ola, signals, float(scale), precision, src_storage,
+                             dst_storage, src_strides)  # fmt: skip
+    program.run(backend, src, dst, {_WINDOW: window, _ENVELOPE: envelope})
+
+
+@functools.lru_cache(maxsize=256)
+def _istft_program(n, ola, signals, scale, precision, src_storage, dst_storage,
+                   src_strides) -> _Program:  # fmt: skip
+    program = _Program()
+    backend = _Planner(program)
+    spec = _ola_spec(n, ola.hop, precision, src_storage, dst_storage,
+                     src_strides.elem_stride == 1, scale != 1.0)  # fmt: skip
+    per = spec.per_block
+    groups = -(-ola.frames // per)  # blocks per signal
+    cols, overlap = groups * per, n - ola.hop
+    seams = backend.scratch(max(1, signals * (groups + 1) * overlap), precision)  # 2 reals each
+    args = _block_args(backend, _SRC, _DST, None, None, None, signals * cols, scale, src_strides,
+                       _rows(n), cols, 0, 1, 0, 1, n, n, n, 0, window=_WINDOW,
+                       ola=(ola.frames, ola.out_len, ola.start, ola.stop, _ENVELOPE,
+                            seams))  # fmt: skip
+    _launch_block(backend, spec, signals * cols, args)
+    past = max(0, ola.start + ola.out_len - (cols * ola.hop + overlap))  # no frame reaches
+    size = (groups + 1) * overlap + past
+    gather = GatherSpec("seam", dst_storage, precision,
+                        "x4" if overlap % SEAM_POSITIONS == 0 else "")  # fmt: skip
+    args = (seams, _DST, _ENVELOPE, 0, 0, signals, groups + 1, size, overlap, per * ola.hop, 0,
+            ola.out_len, ola.start, ola.stop, 0.0, scale, 0.0)  # fmt: skip
+    total = signals * -(-size // (SEAM_POSITIONS if gather.option else 1))
+    if total:
+        backend.launch(gather, -(-total // GATHER_THREADS), GATHER_THREADS, 0, args)
+    return program
+
+
 def _bank_value(exponent: float) -> str:
     return {2.0: "power", 1.0: "magnitude"}.get(exponent, "pow")
 
@@ -468,8 +550,11 @@ def _block_args(
     backend, src, dst, table, load_table, store_table, batch, scale, ins, outs,
     cols, in_cm, in_jm, out_cm, out_jm, load_valid, store_valid, logical, total,
     framing: Framing | None = None, eps: float = 0.0,
-    bank: BankReduce | CotangentStore | None = None,
+    bank: BankReduce | CotangentStore | None = None, window: Any = None, ola: tuple = (),
 ):  # fmt: skip
+    """The launch arguments of a block kernel (codegen.block.BLOCK_PARAMS); ``window`` for
+    the overlap-add, ``ola`` its (frames, out_len, start, stop, envelope, seams)."""
+
     def ptr(buffer):
         return backend.pointer(buffer) if buffer is not None else 0
 
@@ -477,6 +562,9 @@ def _block_args(
     if framing is not None:
         cols, in_cm = framing.frames, framing.hop
         frame_args = (framing.sig_len, framing.pad, ptr(_PAD_TABLE), ptr(_WINDOW))
+    elif window is not None:
+        frame_args = (0, 0, 0, ptr(window))
+    ola_args = (*ola[:4], ptr(ola[4]), ptr(ola[5])) if ola else (0, 0, 0, 0, 0, 0)
     bank_args: tuple = (0, 0, 0, 0, 0.0, 0.0)
     if isinstance(bank, BankReduce):
         bank_args = (ptr(_BANDS), ptr(_WEIGHTS), 0, bank.n_bands, float(bank.db_factor or 0.0),
@@ -490,7 +578,7 @@ def _block_args(
         ins.inner, ins.outer_stride, ins.inner_stride, ins.elem_stride,
         outs.inner, outs.outer_stride, outs.inner_stride, outs.elem_stride,
         cols, in_cm, in_jm, out_cm, out_jm, load_valid, store_valid, logical, total,
-        *frame_args, float(eps), *bank_args,
+        *frame_args, float(eps), *bank_args, *ola_args,
     )  # fmt: skip
 
 
@@ -579,5 +667,6 @@ def _passes(backend, n, sign, precision, load, store, src, dst, scale, src_strid
         current = target
 
 
-__all__ = ["CANONICAL", "BankReduce", "Framing", "Strides", "adjoint_fusable", "stage_radices",
-           "stft_1d", "stft_fusable", "transform_1d"]  # fmt: skip
+__all__ = ["CANONICAL", "BankReduce", "Framing", "OverlapAdd", "Strides", "adjoint_fusable",
+           "istft_1d", "ola_fusable", "stage_radices", "stft_1d", "stft_fusable",
+           "transform_1d"]  # fmt: skip

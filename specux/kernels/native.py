@@ -430,29 +430,49 @@ def stft_frames(x: DeviceArray, window, p: StftParams, value: str, eps: float,
 
 
 def istft(spec: DeviceArray, window, p: StftParams, length: int) -> DeviceArray:
+    """One-sided spectra whose frames' inverse FFT is a block kernel go through the fused
+    overlap-add (:func:`transform_exec.istft`); the others through the inverse FFT's frames
+    and the istft gather."""
     storage, precision = _STORAGE[spec.dtype]
     device = spec.device
     count = spec.shape[-1]
-    columns = spec.swapaxes(-1, -2)
-    if p.onesided:
-        frames = c2r(columns, [-1], p.n_fft, p.fft_norm)
-    else:
-        frames = convert(c2c(columns, [-1], False, p.fft_norm), dtypes.real_of(spec.dtype))
     if window is None:
         env, start, stop, out_length = named_istft_envelope(p, count, length, precision)
-        envelope = device.constant(("envelope", p, count, length), env)
+        envelope = device.constant(("inverse envelope", p, count, length), env)
     else:
         w64 = device.download(full_window(p, window, "float64", device))
         env, start, stop, out_length = istft_envelope(p, w64, count, length, precision)
         envelope = device.upload(env)
     w = full_window(p, window, precision, device)
-    out = device.empty((*spec.shape[:-2], out_length), frames.dtype)
+    out = device.empty((*spec.shape[:-2], out_length), dtypes.real_of(spec.dtype))
     rows = out.size // out_length if out_length else 0
-    transform_exec.istft_overlap_add(device, frames, out, w, envelope, rows=rows, count=count,
-                                     frame_len=p.n_fft, hop=p.hop_length, start=start,
-                                     stop=stop, out_len=out_length, storage=storage,
-                                     precision=precision)  # fmt: skip
+    bounds = dict(count=count, start=start, stop=stop, out_len=out_length, storage=storage,
+                  precision=precision)  # fmt: skip
+    if transform_exec.istft_fusable(p.n_fft, p.hop_length, precision, p.onesided, count,
+                                    out_length):  # fmt: skip
+        spec, strides = _signal_axes(spec)
+        transform_exec.istft(device, spec, out, w, envelope, signals=rows, strides=strides,
+                             n_fft=p.n_fft, hop=p.hop_length,
+                             scale=axis_scale(p.n_fft, p.fft_norm, True), **bounds)  # fmt: skip
+        return out
+    columns = spec.swapaxes(-1, -2)
+    if p.onesided:
+        frames = c2r(columns, [-1], p.n_fft, p.fft_norm)
+    else:
+        frames = convert(c2c(columns, [-1], False, p.fft_norm), dtypes.real_of(spec.dtype))
+    transform_exec.istft_overlap_add(device, frames, out, w, envelope, rows=rows,
+                                     frame_len=p.n_fft, hop=p.hop_length, **bounds)  # fmt: skip
     return out
+
+
+def _signal_axes(x: DeviceArray) -> tuple[DeviceArray, tuple[int, int, int]]:
+    """``x`` (..., a, b) as (signals, a, b): its element strides there, with the leading axes
+    as one (``x`` made dense first when they do not collapse into one stride)."""
+    lead = [(n, s) for n, s in zip(x.shape[:-2], x.strides[:-2]) if n != 1]
+    if any(s < 0 for s in x.strides) or any(outer != inner * n for (_, outer), (n, inner)
+                                            in zip(lead, lead[1:])):  # fmt: skip
+        return _signal_axes(convert(x, x.dtype))
+    return x, (lead[-1][1] if lead else 0, x.strides[-2], x.strides[-1])
 
 
 @functools.lru_cache(maxsize=128)
@@ -463,13 +483,14 @@ def named_istft_envelope(p: StftParams, count: int, length: int, precision: str)
 
 
 def istft_envelope(p: StftParams, w64: np.ndarray, count: int, length: int, precision: str):
-    """(envelope over [start, stop) in the compute precision, start, stop, out_length) of the
-    float64 window ``w64`` after the NOLA check (raises like the CPU backend); both CUDA
-    routes use it."""
+    """(the envelope's reciprocals over [start, stop) in the compute precision, start, stop,
+    out_length) of the float64 window ``w64`` after the NOLA check (raises like the CPU
+    backend); both CUDA routes use it. The kernels multiply by the reciprocal (rounded once
+    from float64): a division costs a float32 kernel a dozen instructions an output."""
     env = cpu_stft.envelope(p, w64, count)
     start, stop, out_length = cpu_stft.istft_bounds(p, count, None if length < 0 else length)
     cpu_stft.check_nola(env, start, stop)
-    part = np.ascontiguousarray(env[start:stop].astype(precision))
+    part = np.ascontiguousarray((1.0 / env[start:stop]).astype(precision))
     part.flags.writeable = False
     return part, start, stop, out_length
 

@@ -134,6 +134,12 @@ class StoreSpec:
     # launch-time rows G of ``n_bands`` values (F = bank^T G, through the bank tables of the
     # transpose), the backward of a filterbank spectrogram in one kernel.
     expand: bool = False
+    # ola_hop > 0 (c2r block kernels only): the istft's overlap-add in the kernel. The block's
+    # transforms are consecutive frames of one signal (hop ``ola_hop``); their real samples,
+    # windowed, are summed from shared memory, scaled and multiplied by the envelope's
+    # reciprocal into the output, except where frames of a neighbouring block overlap too:
+    # those sums go to a scratch of seams, which a gather adds up (codegen.block._overlap_add).
+    ola_hop: int = 0
 
 
 @dataclass(frozen=True)
@@ -469,6 +475,13 @@ def block(
         share += 1
     threads //= share
     staged = load_staged or store_staged
+    if store.ola_hop:
+        per_block = ola_frames(2 * n, store.ola_hop, threads, precision)
+        if pack != "c2r" or per_block is None:
+            raise ValueError(f"no overlap-add block kernel of {2 * n} points, hop "
+                             f"{store.ola_hop}, in {precision}")  # fmt: skip
+        return BlockSpec(n, radices, sign, precision, threads, per_block, load, store,
+                         load_staged, False, pack, unit_in=unit_in)  # fmt: skip
     # About 256 threads a block; staged transfers want >= 32 contiguous bytes per row (a whole
     # sector), for which they may take up to a block's 1024 threads and 150 KiB.
     per_block = max(1, 256 // threads)
@@ -484,6 +497,25 @@ def block(
     return BlockSpec(n, radices, sign, precision, threads, per_block, load, store,
                      load_staged, store_staged, pack, split, twist, unit_in, unit_out,
                      shift, extra)  # fmt: skip
+
+
+OLA_FRAMES = 8  # the fewest frames of an overlap-add block kernel
+OLA_SHARED = 100 * 1024  # its most shared memory
+
+
+def ola_frames(n_fft: int, hop: int, threads: int, precision: str) -> int | None:
+    """The frames of an overlap-add block kernel (StoreSpec.ola_hop) of ``n_fft``-point frames
+    and ``threads`` threads each, or None when none fits: at least OLA_FRAMES (the samples
+    that neighbouring blocks' frames overlap, n_fft - hop at each seam, go through a scratch;
+    the more frames, the fewer seams), and enough that only two blocks' frames overlap any
+    sample (frames * hop >= n_fft - hop), within a block's threads and OLA_SHARED."""
+    if not 0 < hop <= n_fft or n_fft % 2:
+        return None
+    frames = max(OLA_FRAMES, -(-n_fft // hop) - 1)
+    slot = _slot_bytes(skewed(n_fft // 2, precision), precision, 0)
+    if frames * threads > MAX_THREADS or frames * slot > OLA_SHARED:
+        return None
+    return frames
 
 
 def four_step_split(n: int, precision: str) -> tuple[int, int] | None:

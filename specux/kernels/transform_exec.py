@@ -17,6 +17,7 @@ from specux.kernels.codegen.gather import (
     CORRELATE_LANES,
     CORRELATE_SPLIT,
     CORRELATE_THREADS,
+    GATHER_THREADS,
     GatherSpec,
     correlate_frames,
     correlate_shared_bytes,
@@ -27,8 +28,11 @@ from specux.kernels.cpu import frames as cpu_frames
 from specux.kernels.fft_exec import (
     BankReduce,
     Framing,
+    OverlapAdd,
     Strides,
     adjoint_fusable,
+    istft_1d,
+    ola_fusable,
     stft_1d,
     stft_fusable,
     transform_1d,
@@ -38,8 +42,6 @@ from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_n_frames
 from specux.meta.matrices import MatrixSpec
 from specux.meta.params import StftParams
-
-THREADS = 256  # per block, for the one-thread-per-output gather kernels
 
 
 @functools.lru_cache(maxsize=128)
@@ -70,7 +72,7 @@ def fold_table(length: int, pad: int, mode: str) -> tuple[np.ndarray, np.ndarray
 
 def _launch(backend, spec: GatherSpec, total: int, args: tuple) -> None:
     if total > 0:
-        backend.launch(spec, -(-total // THREADS), THREADS, 0, args)
+        backend.launch(spec, -(-total // GATHER_THREADS), GATHER_THREADS, 0, args)
 
 
 def _args(backend, src, dst, a=None, b=None, c=None, *, rows=0, count=0, size=0, frame_len=0,
@@ -133,12 +135,43 @@ def overlap_add(backend, src, dst, *, rows: int, sig_len: int, frame_len: int, h
 def istft_overlap_add(backend, frames, dst, window, envelope, *, rows: int, count: int,
                       frame_len: int, hop: int, start: int, stop: int, out_len: int,
                       storage: str, precision: str) -> None:  # fmt: skip
-    """``dst[r, i] = ola(frames * window)[r, start + i] / envelope[i]`` below ``stop``, else
-    0; ``frames`` contiguous ``(rows, count, frame_len)``, ``envelope`` of ``stop - start``."""
+    """``dst[r, i] = ola(frames * window)[r, start + i] * envelope[i]`` below ``stop``, else
+    0; ``frames`` contiguous ``(rows, count, frame_len)``, ``envelope`` the window envelope's
+    ``stop - start`` reciprocals (native.istft_envelope)."""
     spec = GatherSpec("istft", storage, precision)
     args = _args(backend, frames, dst, window, envelope, rows=rows, count=count, size=out_len,
                  frame_len=frame_len, hop=hop, start=start, stop=stop)  # fmt: skip
     _launch(backend, spec, rows * out_len, args)
+
+
+def istft_fusable(n_fft: int, hop: int, precision: str, onesided: bool, count: int = 0,
+                  out_len: int = 0) -> bool:  # fmt: skip
+    """Whether :func:`istft` runs (one-sided spectra whose frames' inverse FFT is a c2r
+    block kernel that overlap-adds them: fft_exec.ola_fusable) for ``count`` frames and
+    outputs of ``out_len`` samples (the seam gather's indices stay below 2 ** 31)."""
+    small = count * hop + n_fft + out_len < 2**31
+    return onesided and small and ola_fusable(n_fft, hop, precision)
+
+
+def istft(backend, spectrum, dst, window, envelope, *, signals: int, strides: tuple[int, int, int],
+          count: int, n_fft: int, hop: int, start: int, stop: int, out_len: int, scale: float,
+          storage: str, precision: str) -> None:  # fmt: skip
+    """The istft of one-sided spectra ``(signals, n_fft // 2 + 1, count)`` (element
+    ``strides`` of the three axes: a contiguous array or the stft's transposed view of
+    frame-major memory alike) into contiguous rows of ``out_len`` samples in one block
+    kernel and a seam gather (fft_exec.istft_1d; :func:`istft_fusable` must hold): each
+    frame's inverse real FFT times the ``window``, overlap-added, padded positions [start,
+    stop) times ``scale`` and ``envelope`` (the window envelope's ``stop - start``
+    reciprocals), 0 after: :func:`istft_overlap_add` of the inverse FFT's frames (scaled by
+    ``scale``) up to rounding -- the scale applies to each sum rather than each frame, and
+    two blocks' frames are summed apart at the seams."""
+    if backend.pointer(window) % (16 if precision == "float64" else 8):
+        raise ValueError("the istft kernel reads the window in aligned pairs of values")
+    signal, bin_, frame_ = strides
+    ola = OverlapAdd(hop, count, out_len, start, stop)
+    istft_1d(backend, spectrum, dst, window, envelope, n=n_fft, ola=ola, signals=signals,
+             scale=scale, precision=precision, src_storage=storage, dst_storage=storage,
+             src_strides=Strides(count, signal, frame_, bin_))  # fmt: skip
 
 
 def bank(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
@@ -553,6 +586,6 @@ __all__ = ["BankReduce", "adjoint_fusable", "bank", "bank_tables", "convert", "c
            "correlate_option", "correlate_t", "correlate_t_option", "cqt_correlate",
            "cqt_correlate_t", "cqt_kernel", "cqt_plan", "dense_bands", "elementwise",
            "filterbank_of_spectrum", "filterbank_stft", "fold_table", "frame", "hop_major",
-           "istft_overlap_add", "overlap_add", "overlap_save", "overlap_save_length",
-           "overlap_save_operands", "pad_sources", "sparse_bank", "sparse_tables", "spectrum_value",
-           "stft", "stft_fusable"]  # fmt: skip
+           "istft", "istft_fusable", "istft_overlap_add", "overlap_add", "overlap_save",
+           "overlap_save_length", "overlap_save_operands", "pad_sources", "sparse_bank",
+           "sparse_tables", "spectrum_value", "stft", "stft_fusable"]  # fmt: skip

@@ -67,6 +67,16 @@ BLOCK_PARAMS = (
     ("long long", "n_bands"),
     ("double", "factor"),
     ("double", "exponent"),
+    # StoreSpec.ola_hop: frames per signal (the transforms are signal b / cols's frame
+    # b % cols, live below ``frames``: cols rounds them up to whole blocks), the output's
+    # length and its first and stop padded positions, the envelope's reciprocals (the compute
+    # precision, stop - start values) and the seams' scratch (see _overlap_add)
+    ("long long", "frames"),
+    ("long long", "out_len"),
+    ("long long", "start"),
+    ("long long", "stop"),
+    ("const void*", "envelope"),
+    ("void*", "seams"),
 )
 
 
@@ -269,6 +279,27 @@ def _adjoint_store_lambda(spec: BlockSpec) -> str:
     ])  # fmt: skip
 
 
+def _unpack_lambda(spec: BlockSpec) -> list[str]:
+    """``unpack(base, g0, k)``: point k of the c2r kernel's packed transform, :data:`_TANGLE` of
+    a = X[k] and b = conj X[n - k] read from the row's half spectrum of n + 1 bins (b = X[n]
+    for k = 0; DC's and Nyquist's imaginary parts dropped: the Hermitian load's mirror of a
+    2n-point signal, whose logical length is always 2n here, with the indices known)."""
+    if spec.split or spec.load.valid or spec.load.table or spec.load.mode != "hermitian":
+        raise ValueError("a c2r kernel reads a whole half spectrum")
+    in_t = _storage_type(spec.load.storage, "complex")
+    step = "" if spec.unit_in else " * in_elem_stride"
+    return [
+        "    auto unpack = [&](long long base, long long g0, int k) -> cpx {",
+        f"        const {in_t}* const row = (const {in_t}*)in_ptr + base + g0{step};",
+        f"        cpx a = to_cpx(row[(long long)k{step}]);",
+        f"        cpx b = to_cpx(row[(long long)({spec.n} - k){step}]);",
+        "        if (k == 0) { a.im = (real_t)0; b.im = (real_t)0; } else { b.im = -b.im; }",
+        *[f"        {line}" for line in _TANGLE],
+        "        return z;",
+        "    };",
+    ]
+
+
 def _user_row(spec: BlockSpec, b: str) -> str:
     """The user row (of the layout arguments) of block transform ``b``: the transform itself
     (a frame of a signal, a plain row), or for a four-step column its row ``b / cols``."""
@@ -278,10 +309,16 @@ def _user_row(spec: BlockSpec, b: str) -> str:
 def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
     """Row bases and logical offsets of the transform in block slot ``slot``."""
     p = prefix
-    lines = [
-        f"    const long long b{p} = block * {spec.per_block}LL + {slot};",
-        f"    const bool live{p} = b{p} < batch;",
-    ]
+    lines = [f"    const long long b{p} = block * {spec.per_block}LL + {slot};"]
+    if spec.store.ola_hop:  # frame c of signal sig (cols: its frames rounded up to blocks)
+        return lines + [
+            f"    const long long sig{p} = b{p} / cols, c{p} = b{p} - sig{p} * cols;",
+            f"    const bool live{p} = b{p} < batch && c{p} < frames;",
+            f"    const long long in_base{p} = live{p} ? row_base(sig{p} * frames + c{p}, "
+            "in_inner, in_outer_stride, in_inner_stride) : 0;",
+            f"    const long long in_g{p} = 0;",
+        ]
+    lines.append(f"    const bool live{p} = b{p} < batch;")
     if spec.load.frames:  # frame c of signal s: its samples start at c * hop - pad
         lines += [
             f"    const long long sig{p} = b{p} / cols;",
@@ -553,7 +590,7 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
     n, threads = spec.n, spec.threads
     radices = spec.radices or (1,)
     direct_load = not spec.load_staged
-    direct_store = not spec.store_staged and spec.pack != "r2c"
+    direct_store = not spec.store_staged and spec.pack != "r2c" and not spec.store.ola_hop
     lines: list[str] = []
     stride = 1
     for index, radix in enumerate(radices):
@@ -740,6 +777,93 @@ def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
     return lines + ["    }"]
 
 
+def _overlap_add(spec: BlockSpec) -> list[str]:
+    """The istft's overlap-add of the block's frames (StoreSpec.ola_hop; a c2r kernel whose
+    last stage left each frame's real samples in its slot, sample o at complex point o / 2).
+
+    The block holds frames c0 .. c0 + F - 1 of one signal (F = per_block), which cover
+    the padded positions c0 hop + q for q < F hop + n_fft - hop. Thread by thread, position q
+    sums its frames' windowed samples in ascending frame order: frame f = q / hop - k holds
+    it at o = q % hop + k hop, k < ceil(n_fft / hop), so each term's shared and window reads
+    sit at constant offsets from the thread's own (unrolled, a predicate per term; with an
+    even hop, a thread sums positions q and q + 1 from one complex point and window pair a
+    term). Positions q >= n_fft - hop and q < F hop have all their frames here: their sums
+    times the inverse FFT's scale and the envelope's reciprocal (``envelope``) are stored
+    (0 at and past ``stop``). The first n_fft - hop positions (frames of the block before
+    overlap them too) and the last n_fft - hop (the next block's) go to the signal's seams
+    instead: per block boundary g (g = 0 .. cols / F), n_fft - hop sums of the frames before
+    it, then n_fft - hop of those after, which the ``seam`` gather adds up and scales
+    (plan.ola_frames keeps every position within two blocks)."""
+    n_fft, hop, frames, slot = 2 * spec.n, spec.store.ola_hop, spec.per_block, spec.slot_size
+    overlap, span = n_fft - hop, frames * hop
+    width = span + overlap
+    terms = -(-n_fft // hop)
+    out_t = _storage_type(spec.store.storage, "real")
+    scale = " * (real_t)scale" if spec.store.scaled else ""  # of each sum (once, not a term)
+    # sample o = r + k hop of frame seg - k: point (r >> 1) + k hop / 2 of the slot, half r & 1
+    step = _skew_step(spec, hop // 2, n_fft // 2) if hop % 2 == 0 else None
+    paired = step is not None  # positions q, q + 1 (q even) from one complex point a term
+    lines = [
+        "    {  // the overlap-add of the block's frames",
+        f"    const long long first = block * {frames}LL;",
+        "    const long long sig = first / cols, c0 = first - sig * cols;  // signal, frame",
+        f"    real_t* const seam = (real_t*)seams + (sig * (cols / {frames} + 1) + c0 / {frames})"
+        f" * {2 * overlap}LL;",
+        f"    {out_t}* const out = ({out_t}*)out_ptr + sig * out_len;",
+        "    const real_t* const env = (const real_t*)envelope;",
+        f"    const long long origin = c0 * {hop}LL - start;  // the output index of q = 0",
+        "    const unsigned long long divided = stop - start;  // the envelope's reciprocals",
+        "    auto put_sum = [&](int q, real_t acc) {",
+        f"        if (q < {overlap}) {{  // seam g, after it",
+        f"            seam[{overlap} + q] = acc;",
+        f"        }} else if (q >= {span}) {{  // seam g + 1, before it",
+        f"            seam[{2 * overlap - span} + q] = acc;",
+        "        } else {",
+        "            const unsigned long long i = origin + q;  // an output below out_len",
+        "            if (i < (unsigned long long)out_len)",
+        f"                put(&out[i], i < divided ? acc{scale} * env[i] : (real_t)0);",
+        "        }",
+        "    };",
+    ]
+    per = 2 if paired else 1
+    lines += [
+        f"    for (int q = {per} * tid; q < {width}; q += {per * spec.block_threads}) {{",
+        f"        const int seg = q / {hop}, r = q - seg * {hop};",
+    ]
+    guards = []
+    for k in reversed(range(terms)):  # frames ascending
+        guard = [f"seg >= {k}" if k else "", f"seg < {frames + k}"]
+        if k * hop + hop > n_fft:  # the last term of a hop that does not divide n_fft
+            guard.append(f"r < {n_fft - k * hop}")
+        guards.append((k, " && ".join(g for g in guard if g)))
+    if paired:
+        lines += [
+            "        const cpx* const x = smem + seg * " + f"{slot} + skew(r >> 1);",
+            "        const cpx* const w = (const cpx*)window + (r >> 1);  // a pair of samples",
+            "        real_t acc0 = (real_t)0, acc1 = (real_t)0;",
+        ]
+        for k, cond in guards:
+            lines += [
+                f"        if ({cond}) {{",
+                f"            const cpx v = x[{k * step - k * slot}], wk = w[{k * hop // 2}];",
+                "            acc0 += v.re * wk.re;",
+                "            acc1 += v.im * wk.im;",
+                "        }",
+            ]
+        lines += ["        put_sum(q, acc0);", "        put_sum(q + 1, acc1);"]
+    else:
+        lines += [
+            "        const real_t* const w = (const real_t*)window + r;",
+            "        real_t acc = (real_t)0;",
+        ]
+        for k, cond in guards:
+            sample = (f"((const real_t*)(smem + (seg - {k}) * {slot} + skew((r + {k * hop}) >> 1)))"
+                      f"[(r + {k * hop}) & 1]")  # fmt: skip
+            lines.append(f"        if ({cond}) acc += {sample} * w[{k * hop}];")
+        lines.append("        put_sum(q, acc);")
+    return lines + ["    }", "    }"]
+
+
 def render_block(spec: BlockSpec, dialect: Dialect) -> str:
     """Kernel source of ``spec``; entry point ``specux_fft_block`` with :data:`BLOCK_PARAMS`,
     launched with ``spec.block_threads`` threads and ``spec.shared_bytes`` of shared memory
@@ -766,8 +890,9 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         "        return q * outer + (u - q * inner) * istride;",
         "    };",
         _load_lambda(spec),
-        _store_lambda(spec),
     ]
+    if not spec.store.ola_hop:  # the overlap-add stores no values itself
+        body.append(_store_lambda(spec))
     if spec.twist:
         sign = "" if spec.sign > 0 else "-"
         body.append(
@@ -778,15 +903,8 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
             f"        cpx w = {{(real_t)c, (real_t)({sign}s)}};\n"
             "        return w;\n    };"
         )
-    if spec.pack == "c2r":  # _TANGLE of X[k] and X[k + n] (the Hermitian load mirrors it)
-        body += [
-            "    auto unpack = [&](long long base, long long g0, int k) -> cpx {",
-            "        const cpx a = load(base, g0 + (long long)k * in_jmul);",
-            f"        const cpx b = load(base, g0 + (long long)(k + {n}) * in_jmul);",
-            *[f"        {line}" for line in _TANGLE],
-            "        return z;",
-            "    };",
-        ]
+    if spec.pack == "c2r":
+        body += _unpack_lambda(spec)
     if per_block == 1:
         body += ["    const int t = tid;", "    const int s = 0;"]
     else:
@@ -829,6 +947,8 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body.append("    }")
     if spec.store.reduce:
         body += _reduce(spec, barrier)
+    if spec.store.ola_hop:
+        body += _overlap_add(spec)
     source = [
         f"// specux block FFT: n={n} radices={spec.radices} sign={spec.sign} "
         f"precision={spec.precision} threads={threads}x{per_block} pack={spec.pack or '-'}",

@@ -14,8 +14,16 @@ Kinds (``GatherSpec.kind``), rows ``r`` being independent signals:
 - ``fold``: ``out[r, target[q]] += sum over the padded positions p of row q of the fold table
   of the overlap-add at p`` (the padding's adjoint; each target is one thread, launched after
   ``ola`` on the same stream).
-- ``istft``: ``out[r, i] = sum_t (frames * window)[r, t, p - t * hop] / env[i]`` with
-  ``p = i + start`` below ``stop``, else 0.
+- ``istft``: ``out[r, i] = sum_t (frames * window)[r, t, p - t * hop] * inv[i]`` with
+  ``p = i + start`` below ``stop``, else 0 (``inv``: the window envelope's reciprocals).
+- ``seam``: the seams of the istft's overlap-add block kernel (codegen.block._overlap_add):
+  ``count`` seams per row r, ``hop`` positions apart, each of ``frame_len`` sums before it
+  and ``frame_len`` after (``in``: the compute precision; the first seam has none before,
+  the last none after); position ``p`` of seam g is ``g * hop + j``, its value the two
+  added, then times ``factor`` (the inverse FFT's scale) and ``table_a[i]`` (the envelope's
+  reciprocal) for ``i = p - start`` below ``sig_len``
+  outputs, 0 from ``stop`` on; the ``size - count * frame_len`` positions after the last
+  seam, which no frame reaches, get 0. Option ``x4``: four positions a thread (:func:`_seam`).
 - ``bank``: ``out[r, m] = sum_k weight[m, k] * v(x[r, lo_m + k])`` over band m's extent,
   ``v`` the identity or ``x ** exponent``; stored as is or in dB
   (``factor * log10(max(s, eps))``).
@@ -65,6 +73,7 @@ from specux.kernels.codegen.dialects import Dialect
 from specux.kernels.codegen.fft import _REAL, _REAL_STORAGE, _types
 
 GATHER_NAME = "specux_gather"
+GATHER_THREADS = 256  # per block, for the one-thread-per-output kinds
 
 GATHER_PARAMS = (
     ("const void*", "in_ptr"),
@@ -86,8 +95,8 @@ GATHER_PARAMS = (
     ("double", "exponent"),
 )
 
-KINDS = ("frame", "ola", "fold", "istft", "bank", "convert", "map", "value", "cmul", "rowmax",
-         "colnorm", "correlate", "correlate_t", "partsum")  # fmt: skip
+KINDS = ("frame", "ola", "fold", "istft", "seam", "bank", "convert", "map", "value", "cmul",
+         "rowmax", "colnorm", "correlate", "correlate_t", "partsum")  # fmt: skip
 # dtype name -> storage type of the array kinds
 _ARRAY_TYPES = {"float16": "unsigned short", "bfloat16": "specux_b16", "float32": "float",
                 "float64": "double",
@@ -143,6 +152,60 @@ def _ola_sum(weighted: bool) -> str:
     }};"""
 
 
+SEAM_POSITIONS = 4  # a thread's positions in the seam kind's option "x4"
+
+
+def _seam(spec: GatherSpec) -> str:
+    """The ``seam`` kind: option ``x4`` takes four consecutive positions a thread (``size``
+    positions a row in ``ceil(size / 4)`` threads; ``frame_len`` a multiple of 4, so the
+    four lie in one seam and its two halves load as vectors), else one."""
+    per = SEAM_POSITIONS if spec.option == "x4" else 1
+    lines = [
+        f"    const long long slots = (size + {per - 1}) / {per};  // threads a row",
+        "    if (gid >= rows * slots) return;",
+        "    long long r, k0;  // row, first position: 32-bit division when the launch allows",
+        "    if (rows * slots <= 0xffffffffLL) {",
+        "        const unsigned g32 = (unsigned)gid, s32 = (unsigned)slots, r32 = g32 / s32;",
+        f"        r = r32; k0 = (long long)(g32 - r32 * s32) * {per};",
+        "    } else {",
+        f"        r = gid / slots; k0 = (gid - r * slots) * {per};",
+        "    }",
+        "    const long long points = count * frame_len;",
+        f"    real_t left[{per}], right[{per}];",
+        "    long long p0 = (count - 1) * hop + frame_len + (k0 - points);  // past the seams",
+        f"    for (int w = 0; w < {per}; ++w) left[w] = right[w] = (real_t)0;",
+        "    if (k0 < points) {  // below 2 ** 31 (transform_exec.istft_fusable)",
+        "        const long long g = (unsigned)k0 / (unsigned)frame_len, j = k0 - g * frame_len;",
+        "        const real_t* seam = (const real_t*)in_ptr + (r * count + g) * 2 * frame_len + j;",
+        "        p0 = g * hop + j;",
+    ]
+    if per > 1:
+        lines += [
+            f"        struct alignas({per} * sizeof(real_t)) pack_t {{ real_t v[{per}]; }};",
+            "        if (g > 0) { const pack_t a = *(const pack_t*)seam;"
+            f" for (int w = 0; w < {per}; ++w) left[w] = a.v[w]; }}",
+            "        if (g < count - 1) { const pack_t b = *(const pack_t*)(seam + frame_len);"
+            f" for (int w = 0; w < {per}; ++w) right[w] = b.v[w]; }}",
+        ]
+    else:
+        lines += [
+            "        if (g > 0) left[0] = seam[0];",
+            "        if (g < count - 1) right[0] = seam[frame_len];",
+        ]
+    lines += [
+        "    }",
+        "    storage_t* out = (storage_t*)out_ptr + r * sig_len;",
+        f"    for (int w = 0; w < {per}; ++w) {{",
+        "        const long long p = p0 + w, i = p - start;",
+        "        if (k0 + w >= size || i < 0 || i >= sig_len) continue;",
+        "        const real_t acc = (real_t)0 + left[w] + right[w];",
+        "        put(&out[i], p < stop ? acc * (real_t)factor * ((const real_t*)table_a)[i]"
+        " : (real_t)0);",
+        "    }",
+    ]
+    return "\n".join(lines)
+
+
 def _body(spec: GatherSpec) -> str:
     kind = spec.kind
     if kind == "frame":
@@ -193,9 +256,11 @@ def _body(spec: GatherSpec) -> str:
             "    const long long i = gid % size, r = gid / size;",
             "    const long long p = i + start;",
             "    real_t v = (real_t)0;",
-            "    if (p < stop) v = ola_at(r, p) / ((const real_t*)table_b)[i];",
+            "    if (p < stop) v = ola_at(r, p) * ((const real_t*)table_b)[i];",
             "    put(&((storage_t*)out_ptr)[gid], v);",
         ])  # fmt: skip
+    if kind == "seam":
+        return _seam(spec)
     if kind in _ARRAY_BODIES:
         return _ARRAY_BODIES[kind](spec)
     # bank
@@ -545,5 +610,7 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
 
 
 __all__ = ["CORRELATE_LANES", "CORRELATE_SPLIT", "CORRELATE_TAPS", "CORRELATE_THREADS",
-           "GATHER_NAME", "GATHER_PARAMS", "TILED_KINDS", "GatherSpec", "correlate_frames",
-           "correlate_shared_bytes", "correlate_tile", "render_gather"]  # fmt: skip
+           "GATHER_NAME", "GATHER_PARAMS", "GATHER_THREADS", "SEAM_POSITIONS", "TILED_KINDS",
+           "GatherSpec",
+           "correlate_frames", "correlate_shared_bytes", "correlate_tile",
+           "render_gather"]  # fmt: skip

@@ -195,27 +195,41 @@ def stft(x: torch.Tensor, window, p: StftParams, output: str, eps: float) -> tor
 
 
 def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tensor:
+    """One-sided spectra whose frames' inverse FFT is a block kernel go through the fused
+    overlap-add (:func:`transform_exec.istft`); the others through the inverse FFT's frames
+    and the istft gather."""
     storage, precision = _STORAGE[spec.dtype]
     count = spec.shape[-1]
+    backend = TorchCudaBackend(spec.device)
+    if window is None:
+        env, start, stop, out_length = named_istft_envelope(p, count, length, precision)
+        envelope = backend.constant(("inverse envelope", p, count, length), env)
+    else:
+        envelope, start, stop, out_length = _window_envelope(backend, window, p, count, length,
+                                                             precision)  # fmt: skip
+    w = full_window(p, window, precision, backend)
+    out = torch.empty((*spec.shape[:-2], out_length), dtype=cuda_fft._real_of(spec.dtype),
+                      device=spec.device)  # fmt: skip
+    rows = out.numel() // out_length if out_length else 0
+    bounds = dict(count=count, start=start, stop=stop, out_len=out_length, storage=storage,
+                  precision=precision)  # fmt: skip
+    if transform_exec.istft_fusable(p.n_fft, p.hop_length, precision, p.onesided, count,
+                                    out_length):  # fmt: skip
+        # the leading axes as one (a view where they collapse), any strides of the others
+        spec = spec.resolve_conj().resolve_neg().reshape(-1, *spec.shape[-2:])
+        if w.data_ptr() % (2 * w.element_size()):  # a user's view: read in pairs, aligned
+            w = w.clone()
+        transform_exec.istft(backend, spec, out, w, envelope, signals=rows,
+                             strides=tuple(spec.stride()), n_fft=p.n_fft, hop=p.hop_length,
+                             scale=axis_scale(p.n_fft, p.fft_norm, True), **bounds)  # fmt: skip
+        return out
     columns = spec.transpose(-1, -2)
     if p.onesided:
         frames = cuda_fft.c2r(columns, [-1], p.n_fft, p.fft_norm)
     else:
         frames = cuda_fft.c2c(columns, [-1], False, p.fft_norm).real.contiguous()
-    backend = TorchCudaBackend(spec.device)
-    if window is None:
-        env, start, stop, out_length = named_istft_envelope(p, count, length, precision)
-        envelope = backend.constant(("envelope", p, count, length), env)
-    else:
-        envelope, start, stop, out_length = _window_envelope(backend, window, p, count, length,
-                                                             precision)  # fmt: skip
-    w = full_window(p, window, precision, backend)
-    out = torch.empty((*spec.shape[:-2], out_length), dtype=frames.dtype, device=spec.device)
-    rows = out.numel() // out_length if out_length else 0
-    transform_exec.istft_overlap_add(backend, frames, out, w, envelope, rows=rows, count=count,
-                                     frame_len=p.n_fft, hop=p.hop_length, start=start,
-                                     stop=stop, out_len=out_length, storage=storage,
-                                     precision=precision)  # fmt: skip
+    transform_exec.istft_overlap_add(backend, frames, out, w, envelope, rows=rows,
+                                     frame_len=p.n_fft, hop=p.hop_length, **bounds)  # fmt: skip
     return out
 
 
