@@ -712,7 +712,7 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
 
 def test_istft_window_envelope_is_kept_per_tensor_version_and_shape(monkeypatch):
     """istft with a window tensor on CUDA reads the window on the host (NOLA check,
-    envelope) once per tensor version and call shape, here for CPU tensors: kept, rebuilt
+    the envelope's reciprocals) once per tensor version and call shape, here for CPU tensors: kept, rebuilt
     after an in-place change, at most _ENVELOPES.limit shapes a window, dropped with the
     window, never kept for a window that needs a gradient; during CUDA graph capture a kept
     one is used and a missing one is a clear error."""
@@ -726,7 +726,7 @@ def test_istft_window_envelope_is_kept_per_tensor_version_and_shape(monkeypatch)
     p = params_of(16, 4, 16, "hann", True, "constant", False, True)
     w = torch.hann_window(16, dtype=torch.float64) + 0.5
     env, start, stop, out_length = transforms._window_envelope(None, w, p, 9, -1, "float64")
-    want = cpu_stft.envelope(p, w.numpy(), 9)
+    want = 1.0 / cpu_stft.envelope(p, w.numpy(), 9)  # the kernels multiply by reciprocals
     assert (start, stop, out_length) == (8, 40, 32)
     assert np.array_equal(env.numpy(), want[start:stop])
     assert transforms._window_envelope(None, w, p, 9, -1, "float64")[0] is env  # kept
@@ -737,7 +737,7 @@ def test_istft_window_envelope_is_kept_per_tensor_version_and_shape(monkeypatch)
     capturing[0] = False
     w.mul_(2.0)  # a new version: rebuilt
     env2 = transforms._window_envelope(None, w, p, 9, -1, "float64")[0]
-    assert np.allclose(env2.numpy(), 4.0 * env.numpy(), rtol=1e-15, atol=0)
+    assert np.allclose(env2.numpy(), env.numpy() / 4.0, rtol=1e-15, atol=0)
     for count in range(10, 10 + transforms._ENVELOPES.limit):
         transforms._window_envelope(None, w, p, count, -1, "float64")
     kept = transforms._ENVELOPES.keys_of(w)
