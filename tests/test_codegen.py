@@ -386,13 +386,16 @@ def _transform_families(recorder):
                                     dst_storage=precision, exponent=1.5)  # fmt: skip
             if onesided and transform_exec.adjoint_fusable(n_fft, precision):  # all of it
                 for width in (0, 8):  # its factors given, or through a bank's transpose
-                    transform_exec.stft(recorder, None, None, None, signals=1,
-                                        sig_len=4 * n_fft, n_fft=n_fft, hop=n_fft // 4,
-                                        pad=n_fft // 2, mode="reflect", onesided=True,
-                                        value="adjoint", eps=0.0, scale=1.0,
-                                        precision=precision, src_storage=storage,
-                                        dst_storage=precision, exponent=1.5,
-                                        expand_width=width)  # fmt: skip
+                    # its frames stored, or overlap-added in it (and the seam gather)
+                    for mode, overlap_add in (("reflect", False), ("constant", True)):
+                        transform_exec.stft(recorder, None, None, None, signals=1,
+                                            sig_len=4 * n_fft, n_fft=n_fft, hop=n_fft // 4,
+                                            pad=n_fft // 2, mode=mode, onesided=True,
+                                            value="adjoint", eps=0.0, scale=1.0,
+                                            precision=precision, src_storage=storage,
+                                            dst_storage=precision, exponent=1.5,
+                                            expand_width=width,
+                                            overlap_add=overlap_add)  # fmt: skip
             for power, db in ((2.0, None), (1.0, 20.0), (1.5, None)):  # the fused filterbank
                 transform_exec.stft(recorder, None, None, None, signals=1, sig_len=4 * n_fft,
                                     n_fft=n_fft, hop=n_fft // 4, pad=n_fft // 2, mode="constant",
@@ -401,7 +404,8 @@ def _transform_families(recorder):
                                     dst_storage=storage,
                                     bank=transform_exec.BankReduce(8, power, db))  # fmt: skip
         for kind, options in (("frame", ("constant", "indexed")), ("ola", ("", "window")),
-                              ("fold", ("",)), ("istft", ("",)), ("seam", ("", "x4")),
+                              ("fold", ("",)), ("istft", ("",)),
+                              ("seam", ("", "x4", "flat", "x4flat")),
                               ("bank", ("power", "db", "powerpow", "dbpow"))):  # fmt: skip
             for option in options:
                 recorder.specs.add(GatherSpec(kind, storage, precision, option))
@@ -469,6 +473,8 @@ def test_every_kernel_family_compiles_with_nvrtc():
     assert {spec.store.expand for spec in blocks} == {False, True}
     assert any(spec.store.ola_hop and spec.load_staged for spec in blocks)
     assert any(spec.store.ola_hop and spec.unit_in for spec in blocks)
+    assert any(spec.store.ola_hop and spec.store.value == "adjoint" and spec.store.expand
+               for spec in blocks)  # fmt: skip
 
     def compile_one(spec):
         source, name, _ = render(spec, CUDA)

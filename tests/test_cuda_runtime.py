@@ -711,11 +711,11 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
 
 
 def test_istft_window_envelope_is_kept_per_tensor_version_and_shape(monkeypatch):
-    """istft with a window tensor on CUDA reads the window on the host (NOLA check,
-    the envelope's reciprocals) once per tensor version and call shape, here for CPU tensors: kept, rebuilt
-    after an in-place change, at most _ENVELOPES.limit shapes a window, dropped with the
-    window, never kept for a window that needs a gradient; during CUDA graph capture a kept
-    one is used and a missing one is a clear error."""
+    """istft with a window tensor on CUDA reads the window on the host (NOLA check, the
+    envelope's reciprocals) once per tensor version and call shape, here for CPU tensors:
+    kept, rebuilt after an in-place change, at most _ENVELOPES.limit shapes a window, dropped
+    with the window, never kept for a window that needs a gradient; during CUDA graph capture
+    a kept one is used and a missing one is a clear error."""
     torch = pytest.importorskip("torch")
     from specux.kernels.cpu import stft as cpu_stft
     from specux.kernels.cuda import transforms

@@ -13,7 +13,7 @@ from specux.kernels.cpu import features as cpu_features
 from specux.kernels.cpu import frames as cpu_frames
 from specux.kernels.cpu import stft as cpu_stft
 from specux.meta import filters
-from specux.meta.params import StftParams, WindowSpec
+from specux.meta.params import StftParams, WindowSpec, axis_scale, dual_norm
 
 emulate = pytest.importorskip("specux.kernels.emulate")
 if emulate.compiler() is None:
@@ -200,7 +200,6 @@ def _adjoint_chain(x, p: StftParams, factors, exponent: float):
     "adjoint") and of the two-kernel chain it replaces (the cotangent store, then a c2r
     kernel, then the window)."""
     from specux.kernels.fft_exec import Strides, transform_1d
-    from specux.meta.params import axis_scale, dual_norm
 
     precision = _PRECISION[x.dtype.type]
     signals, length = x.shape
@@ -295,6 +294,82 @@ def test_emulated_fused_bank_adjoint_is_the_gather_then_the_adjoint(case, rng):
     transform_exec.stft(backend, x, fused, window, factors=grad, bands=bands, weights=weights,
                         expand_width=n_mels, **common)  # fmt: skip
     assert np.array_equal(fused, chain) and np.abs(chain).max() > 0
+
+
+# n_fft, hop, length, center, pad mode, exponent, dtype, normalized, mel bands (0: factors
+# given): hops that divide n_fft (sample pairs a thread) and odd ones (one sample) that do
+# not, one partial block (3 frames) and several blocks, no padding in reflect mode
+OLA_ADJOINT_CASES = [
+    (16, 4, 50, True, "constant", 2.0, np.float64, False, 0),
+    (16, 5, 61, True, "constant", 1.5, np.float64, True, 0),
+    (32, 6, 300, False, "reflect", 1.0, np.float64, False, 0),
+    (18, 6, 20, True, "constant", 2.0, np.float32, False, 0),
+    (64, 16, 700, True, "constant", 2.0, np.float32, False, 10),
+    (64, 12, 900, True, "constant", 2.0, np.float64, False, 10),
+]
+
+
+@pytest.mark.parametrize("case", OLA_ADJOINT_CASES, ids=lambda c: "-".join(map(str, c[:7])))
+def test_emulated_fused_adjoint_overlap_add(case, rng):
+    """The fused adjoint with the overlap-add in its kernel (and the seam gather) against the
+    CPU backend's adjoint and against the fused adjoint's frames + the overlap-add gather
+    (which scales each frame rather than each sum, and sums two blocks' frames in one
+    order); with a filterbank's cotangent G, F = bank^T G formed in the kernel."""
+    n_fft, hop, length, center, mode, exponent, dtype, normalized, n_mels = case
+    p = _params(n_fft, hop, center, mode, normalized=normalized)
+    precision = _PRECISION[dtype]
+    x = rng.standard_normal((2, length)).astype(dtype)
+    count = 1 + (length + 2 * p.pad - n_fft) // hop
+    assert transform_exec.adjoint_ola_fusable(n_fft, hop, p.pad, mode, precision, count, length)
+    backend = emulate.HostBackend()
+    tables = {}
+    if n_mels:
+        bank = filters.mel(sr=16000, n_fft=n_fft, n_mels=n_mels)
+        grad = rng.standard_normal((2, count, n_mels)).astype(dtype)  # frame-major
+        bands, weights, _ = transform_exec.sparse_tables(bank.T, precision)
+        tables = dict(factors=grad, bands=bands, weights=weights, expand_width=n_mels)
+        factors64 = grad.astype(np.float64) @ bank
+    else:
+        factors = rng.standard_normal((2, count, p.n_freq)).astype(dtype)
+        tables = dict(factors=factors)
+        factors64 = factors.astype(np.float64)
+    window = np.array(cpu_stft.full_window(p, None, dtype))
+    common = dict(signals=2, sig_len=length, n_fft=n_fft, hop=hop, pad=p.pad, mode=mode,
+                  onesided=True, eps=0.0, scale=axis_scale(n_fft, p.fft_norm, False),
+                  precision=precision, src_storage=precision, dst_storage=precision,
+                  exponent=exponent, value="adjoint",
+                  inverse_scale=axis_scale(n_fft, dual_norm(p.fft_norm), True))  # fmt: skip
+    got = np.full((2, length), np.nan, dtype=dtype)
+    transform_exec.stft(backend, x, got, window, overlap_add=True, **common, **tables)
+    ref = cpu_stft.power_adjoint(x.astype(np.float64), None, p, exponent,
+                                 np.swapaxes(factors64, -1, -2))  # fmt: skip
+    tolerance = TOLERANCES["float64" if dtype is np.float64 else "float32_peak"]
+    assert _peak_error(got, ref) <= tolerance
+    frames = np.zeros((2, count, n_fft), dtype=dtype)
+    transform_exec.stft(backend, x, frames, window, **common, **tables)
+    chain = np.zeros_like(got)
+    transform_exec.overlap_add(backend, frames, chain, rows=2, sig_len=length, frame_len=n_fft,
+                               hop=hop, pad=p.pad, mode=mode, count=count, storage=precision,
+                               precision=precision)  # fmt: skip
+    assert _peak_error(got, chain) <= tolerance
+
+
+def test_fused_adjoint_overlap_add_needs_no_fold():
+    """The overlap-add goes into the adjoint's kernel where the padding folds nothing back and
+    a block holds enough frames; the others keep the frames and the gathers."""
+    fusable = transform_exec.adjoint_ola_fusable
+    assert fusable(1024, 256, 512, "constant", "float32", 626, 160000)
+    assert fusable(1024, 256, 0, "reflect", "float32", 622, 160000)  # nothing padded
+    assert not fusable(1024, 256, 512, "reflect", "float32", 626, 160000)
+    assert not fusable(1024, 32, 512, "constant", "float32", 5001, 160000)  # 31 frames a block
+    assert not fusable(1023, 256, 511, "constant", "float32", 626, 160000)  # no packed kernel
+    with pytest.raises(ValueError, match="does not overlap-add in its kernel"):
+        transform_exec.stft(emulate.HostBackend(), np.zeros((1, 40)), np.zeros((1, 40)),
+                            np.ones(16), signals=1, sig_len=40, n_fft=16, hop=4, pad=8,
+                            mode="reflect", onesided=True, value="adjoint", eps=0.0,
+                            scale=1.0, precision="float64", src_storage="float64",
+                            dst_storage="float64", factors=np.zeros((1, 11, 9)),
+                            overlap_add=True)  # fmt: skip
 
 
 def test_fused_adjoint_needs_a_packed_even_length():

@@ -300,7 +300,7 @@ def stft_1d(
     precision: str, src_storage: str, dst_storage: str, src_strides: Strides,
     bank: BankReduce | None = None, bands: Any = None, weights: Any = None,
     factors: Any = None, exponent: float = 2.0, inverse_scale: float = 1.0,
-    expand_width: int = 0,
+    expand_width: int = 0, ola: OverlapAdd | None = None,
 ) -> None:  # fmt: skip
     """The STFT of ``signals`` real signals (rows of ``src``) into ``dst``: frame-major rows
     of ``n // 2 + 1`` (``onesided``) or ``n`` bins, each stored as ``value`` (complex,
@@ -323,7 +323,15 @@ def stft_1d(
     frame-major rows of ``n`` real samples in ``dst``, to be overlap-added (no window). With
     ``expand_width`` > 0, F = B^T G for the cotangent G of a filterbank B's output: ``factors``
     holds G (frame-major rows of ``expand_width`` values) and ``bands`` / ``weights`` the
-    bank tables of B^T (:func:`transform_exec.bank_tables`; one band per bin)."""
+    bank tables of B^T (:func:`transform_exec.bank_tables`; one band per bin).
+
+    ``value`` "adjoint" with ``ola`` (:func:`adjoint_ola_fusable`; ``ola.frames`` is
+    ``framing.frames``): the frames overlap-added in the kernel too, as the istft's are
+    (:func:`istft_1d`, without an envelope): ``dst`` holds contiguous rows of ``ola.out_len``
+    samples, padded positions [``ola.start``, ``ola.stop``) of the overlap-add (the padding's
+    positions dropped)."""
+    if ola is not None and (value != "adjoint" or ola.frames != framing.frames):
+        raise ValueError("an stft overlap-adds the adjoint's frames only, all of them")
     if signals == 0 or framing.frames == 0:
         return
     if value in ("cotangent", "adjoint"):
@@ -335,7 +343,8 @@ def stft_1d(
             raise ValueError("factors through a bank need the fused adjoint")
         bank = CotangentStore(float(exponent), float(inverse_scale), int(expand_width))
     program = _stft_program(n, framing, signals, onesided, value, float(eps), float(scale),
-                            precision, src_storage, dst_storage, src_strides, bank)  # fmt: skip
+                            precision, src_storage, dst_storage, src_strides, bank,
+                            ola)  # fmt: skip
     program.run(backend, src, dst, {_WINDOW: window, _PAD_TABLE: pad_table, _BANDS: bands,
                                     _WEIGHTS: weights, _FACTORS: factors})  # fmt: skip
 
@@ -376,6 +385,31 @@ def ola_fusable(n: int, hop: int, precision: str) -> bool:
     return True
 
 
+def _adjoint_ola_spec(n: int, hop: int, precision: str, src_storage: str, dst_storage: str,
+                      unit_in: bool, scaled: bool, pad_kind: str,
+                      expand: bool) -> BlockSpec:  # fmt: skip
+    """The fused adjoint's r2c block kernel (stft value "adjoint") with the overlap-add."""
+    load = LoadSpec(USER, "real", src_storage, frames=pad_kind, window=True)
+    store = StoreSpec(USER, "real", dst_storage, scaled=scaled, logical=n, value="adjoint",
+                      expand=expand, ola_hop=hop)  # fmt: skip
+    return block(n // 2, -1, precision, load, store, pack="r2c", unit_in=unit_in)
+
+
+@functools.lru_cache(maxsize=256)
+def adjoint_ola_fusable(n: int, hop: int, precision: str) -> bool:
+    """Whether the fused adjoint of an ``n``-point stft (:func:`adjoint_fusable`) with frames
+    ``hop`` apart overlap-adds them in its kernel (:func:`stft_1d`'s ``ola``): a hop with
+    which plan.ola_frames finds a block of frames."""
+    if not adjoint_fusable(n, precision):
+        return False
+    try:
+        _adjoint_ola_spec(n, hop, precision, precision, precision, True, False, "constant",
+                          False)  # fmt: skip
+    except ValueError:
+        return False
+    return True
+
+
 def istft_1d(backend: Backend, src: Any, dst: Any, window: Any, envelope: Any, *, n: int,
              ola: OverlapAdd, signals: int, scale: float, precision: str, src_storage: str,
              dst_storage: str, src_strides: Strides) -> None:  # fmt: skip
@@ -409,16 +443,26 @@ def _istft_program(n, ola, signals, scale, precision, src_storage, dst_storage,
                        ola=(ola.frames, ola.out_len, ola.start, ola.stop, _ENVELOPE,
                             seams))  # fmt: skip
     _launch_block(backend, spec, signals * cols, args)
-    past = max(0, ola.start + ola.out_len - (cols * ola.hop + overlap))  # no frame reaches
+    _seam_gather(backend, seams, ola, signals, per, n, scale, precision, dst_storage, _ENVELOPE)
+    return program
+
+
+def _seam_gather(backend, seams, ola: OverlapAdd, signals: int, per: int, n: int,
+                 factor: float, precision: str, storage: str, envelope) -> None:  # fmt: skip
+    """The ``seam`` gather after an overlap-add block kernel of ``per`` frames a block (of
+    ``n`` samples): each seam's two sums added, times ``factor`` (and the ``envelope``'s
+    reciprocals, unless None), into ``_DST``; 0 at the positions no frame reaches."""
+    groups = -(-ola.frames // per)  # blocks per signal
+    overlap = n - ola.hop
+    past = max(0, ola.start + ola.out_len - (groups * per * ola.hop + overlap))  # no frame
     size = (groups + 1) * overlap + past
-    gather = GatherSpec("seam", dst_storage, precision,
-                        "x4" if overlap % SEAM_POSITIONS == 0 else "")  # fmt: skip
-    args = (seams, _DST, _ENVELOPE, 0, 0, signals, groups + 1, size, overlap, per * ola.hop, 0,
-            ola.out_len, ola.start, ola.stop, 0.0, scale, 0.0)  # fmt: skip
-    total = signals * -(-size // (SEAM_POSITIONS if gather.option else 1))
+    option = "x4" if overlap % SEAM_POSITIONS == 0 else ""
+    gather = GatherSpec("seam", storage, precision, option + ("flat" if envelope is None else ""))
+    args = (seams, _DST, envelope, 0, 0, signals, groups + 1, size, overlap, per * ola.hop, 0,
+            ola.out_len, ola.start, ola.stop, 0.0, factor, 0.0)  # fmt: skip
+    total = signals * -(-size // (SEAM_POSITIONS if option else 1))
     if total:
         backend.launch(gather, -(-total // GATHER_THREADS), GATHER_THREADS, 0, args)
-    return program
 
 
 def _bank_value(exponent: float) -> str:
@@ -427,9 +471,13 @@ def _bank_value(exponent: float) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _stft_program(n, framing, signals, onesided, value, eps, scale, precision, src_storage,
-                  dst_storage, src_strides, bank) -> _Program:  # fmt: skip
+                  dst_storage, src_strides, bank, ola=None) -> _Program:  # fmt: skip
     program = _Program()
     backend = _Planner(program)
+    if ola is not None:
+        _adjoint_ola(backend, n, framing, ola, signals, scale, precision, src_storage,
+                     dst_storage, src_strides, bank)  # fmt: skip
+        return program
     batch = signals * framing.frames
     load = LoadSpec(USER, "real", src_storage, frames=framing.pad_kind, window=True)
     mode = "half" if onesided else "complex"
@@ -450,6 +498,24 @@ def _stft_program(n, framing, signals, onesided, value, eps, scale, precision, s
     _any_length(backend, n, -1, precision, load, store, _SRC, _DST, scale, src_strides, outs,
                 batch=batch, use_blocks=True, framing=framing, eps=eps, bank=bank)  # fmt: skip
     return program
+
+
+def _adjoint_ola(backend, n, framing: Framing, ola: OverlapAdd, signals, scale, precision,
+                 src_storage, dst_storage, src_strides, bank: CotangentStore) -> None:  # fmt: skip
+    """The fused adjoint's block kernel with the overlap-add in it, and its seam gather."""
+    spec = _adjoint_ola_spec(n, framing.hop, precision, src_storage, dst_storage,
+                             src_strides.elem_stride == 1, scale != 1.0, framing.pad_kind,
+                             bank.expand_width > 0)  # fmt: skip
+    per = spec.per_block
+    cols = -(-framing.frames // per) * per  # frames a signal, rounded up to whole blocks
+    seams = backend.scratch(max(1, signals * (cols // per + 1) * (n - framing.hop)), precision)
+    args = _block_args(backend, _SRC, _DST, None, None, None, signals * cols, scale, src_strides,
+                       _rows(n), cols, 0, 1, 0, 1, n, n, n, 0, framing, 0.0, bank,
+                       ola=(ola.frames, ola.out_len, ola.start, ola.stop, None,
+                            seams))  # fmt: skip
+    _launch_block(backend, spec, signals * cols, args)
+    _seam_gather(backend, seams, ola, signals, per, n, bank.inverse_scale, precision,
+                 dst_storage, None)  # fmt: skip
 
 
 _NONE = Strides(1, 0, 0, 0)
@@ -559,8 +625,8 @@ def _block_args(
         return backend.pointer(buffer) if buffer is not None else 0
 
     frame_args: tuple = (0, 0, 0, 0)
-    if framing is not None:
-        cols, in_cm = framing.frames, framing.hop
+    if framing is not None:  # (with the overlap-add, cols rounds the frames up to blocks)
+        cols, in_cm = cols if ola else framing.frames, framing.hop
         frame_args = (framing.sig_len, framing.pad, ptr(_PAD_TABLE), ptr(_WINDOW))
     elif window is not None:
         frame_args = (0, 0, 0, ptr(window))
@@ -668,5 +734,5 @@ def _passes(backend, n, sign, precision, load, store, src, dst, scale, src_strid
 
 
 __all__ = ["CANONICAL", "BankReduce", "Framing", "OverlapAdd", "Strides", "adjoint_fusable",
-           "istft_1d", "ola_fusable", "stage_radices", "stft_1d", "stft_fusable",
-           "transform_1d"]  # fmt: skip
+           "adjoint_ola_fusable", "istft_1d", "ola_fusable", "stage_radices", "stft_1d",
+           "stft_fusable", "transform_1d"]  # fmt: skip

@@ -134,11 +134,12 @@ class StoreSpec:
     # launch-time rows G of ``n_bands`` values (F = bank^T G, through the bank tables of the
     # transpose), the backward of a filterbank spectrogram in one kernel.
     expand: bool = False
-    # ola_hop > 0 (c2r block kernels only): the istft's overlap-add in the kernel. The block's
-    # transforms are consecutive frames of one signal (hop ``ola_hop``); their real samples,
-    # windowed, are summed from shared memory, scaled and multiplied by the envelope's
-    # reciprocal into the output, except where frames of a neighbouring block overlap too:
-    # those sums go to a scratch of seams, which a gather adds up (codegen.block._overlap_add).
+    # ola_hop > 0 (c2r block kernels and the fused adjoint, value "adjoint"): the overlap-add
+    # in the kernel. The block's transforms are consecutive frames of one signal (hop
+    # ``ola_hop``); their real samples, windowed, are summed from shared memory, scaled (the
+    # istft: and multiplied by the envelope's reciprocal) into the output, except where frames
+    # of a neighbouring block overlap too: those sums go to a scratch of seams, which a gather
+    # adds up (codegen.block._overlap_add).
     ola_hop: int = 0
 
 
@@ -477,7 +478,8 @@ def block(
     staged = load_staged or store_staged
     if store.ola_hop:
         per_block = ola_frames(2 * n, store.ola_hop, threads, precision)
-        if pack != "c2r" or per_block is None:
+        adjoint = pack == "r2c" and store.value == "adjoint"
+        if not (pack == "c2r" or adjoint) or per_block is None:
             raise ValueError(f"no overlap-add block kernel of {2 * n} points, hop "
                              f"{store.ola_hop}, in {precision}")  # fmt: skip
         return BlockSpec(n, radices, sign, precision, threads, per_block, load, store,

@@ -37,6 +37,7 @@ from specux.kernels.fft_exec import (
     stft_fusable,
     transform_1d,
 )
+from specux.kernels.fft_exec import adjoint_ola_fusable as adjoint_ola_fusable_1d
 from specux.meta import filters, matrices
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_n_frames
@@ -220,7 +221,7 @@ def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, h
          precision: str, src_storage: str, dst_storage: str, bank: BankReduce | None = None,
          bands=None, weights=None, factors=None, exponent: float = 2.0,
          inverse_scale: float = 1.0, expand_width: int = 0,
-         frames: int | None = None) -> None:  # fmt: skip
+         frames: int | None = None, overlap_add: bool = False) -> None:  # fmt: skip
     """The fused STFT (:func:`fft_exec.stft_1d`) of contiguous rows of ``sig_len`` samples;
     with ``bank``, the filterbank of its ``|X| ** bank.exponent`` in the same kernel; with
     ``value`` "cotangent", the adjoint's input for the real cotangent ``factors`` of
@@ -229,16 +230,37 @@ def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, h
     normalization; ``expand_width``: ``factors`` are a filterbank's cotangent, expanded by
     the bank tables ``bands`` / ``weights`` of its transpose). ``frames``: how many frames
     per row (default: those the padded signal holds; in "constant" mode, frames past its end
-    read zeros)."""
+    read zeros). ``overlap_add`` (value "adjoint", :func:`adjoint_ola_fusable`): the
+    frames overlap-added in the kernel (and a seam gather) into ``dst``'s rows of ``sig_len``
+    samples, the whole adjoint w.r.t. the signal; the padding's positions are dropped (its
+    adjoint where nothing :func:`folds`)."""
     count = 1 + (sig_len + 2 * pad - n_fft) // hop if frames is None else frames
     kind, table = _padding(backend, sig_len, pad, mode)
     framing = Framing(hop, pad, sig_len, count, kind)
+    ola = None
+    if overlap_add:
+        if not adjoint_ola_fusable(n_fft, hop, pad, mode, precision, count, sig_len):
+            raise ValueError(f"the adjoint of a {n_fft}-point stft, hop {hop}, pad mode "
+                             f"{mode!r}, does not overlap-add in its kernel")  # fmt: skip
+        if backend.pointer(window) % (16 if precision == "float64" else 8):
+            raise ValueError("the overlap-add reads the window in aligned pairs of values")
+        ola = OverlapAdd(hop, count, sig_len, pad, pad + sig_len)
     stft_1d(backend, src, dst, window, table, n=n_fft, framing=framing, signals=signals,
             onesided=onesided, value=value, eps=eps, scale=scale, precision=precision,
             src_storage=src_storage, dst_storage=dst_storage,
             src_strides=Strides(1, sig_len, 0, 1), bank=bank, bands=bands,
             weights=weights, factors=factors, exponent=exponent, inverse_scale=inverse_scale,
-            expand_width=expand_width)  # fmt: skip
+            expand_width=expand_width, ola=ola)  # fmt: skip
+
+
+def adjoint_ola_fusable(n_fft: int, hop: int, pad: int, mode: str, precision: str,
+                        count: int, sig_len: int) -> bool:  # fmt: skip
+    """Whether :func:`stft`'s fused adjoint (value "adjoint") overlap-adds its ``count``
+    frames of signals of ``sig_len`` samples in its kernel (``overlap_add``): a hop with which
+    fft_exec.adjoint_ola_fusable holds, a padding that folds nothing back (:func:`folds`),
+    and sizes whose seam gather indices stay below 2 ** 31."""
+    small = count * hop + n_fft + sig_len < 2**31
+    return small and not folds(pad, mode) and adjoint_ola_fusable_1d(n_fft, hop, precision)
 
 
 # Overlap-save convolution (fftconvolve of real operands on the GPU, both CUDA routes)
@@ -582,10 +604,10 @@ def cqt_correlate(backend, padded, out, spec: ConstantQSpec, plan, *, count: int
                   out_width=2 * spec.n_bins, column=2 * g.start, precision=precision)  # fmt: skip
 
 
-__all__ = ["BankReduce", "adjoint_fusable", "bank", "bank_tables", "convert", "correlate",
-           "correlate_option", "correlate_t", "correlate_t_option", "cqt_correlate",
-           "cqt_correlate_t", "cqt_kernel", "cqt_plan", "dense_bands", "elementwise",
-           "filterbank_of_spectrum", "filterbank_stft", "fold_table", "frame", "hop_major",
-           "istft", "istft_fusable", "istft_overlap_add", "overlap_add", "overlap_save",
-           "overlap_save_length", "overlap_save_operands", "pad_sources", "sparse_bank",
-           "sparse_tables", "spectrum_value", "stft", "stft_fusable"]  # fmt: skip
+__all__ = ["BankReduce", "adjoint_fusable", "adjoint_ola_fusable", "bank", "bank_tables",
+           "convert", "correlate", "correlate_option", "correlate_t", "correlate_t_option",
+           "cqt_correlate", "cqt_correlate_t", "cqt_kernel", "cqt_plan", "dense_bands",
+           "elementwise", "filterbank_of_spectrum", "filterbank_stft", "fold_table", "frame",
+           "hop_major", "istft", "istft_fusable", "istft_overlap_add", "overlap_add",
+           "overlap_save", "overlap_save_length", "overlap_save_operands", "pad_sources",
+           "sparse_bank", "sparse_tables", "spectrum_value", "stft", "stft_fusable"]  # fmt: skip

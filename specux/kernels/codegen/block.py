@@ -311,9 +311,18 @@ def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
     p = prefix
     lines = [f"    const long long b{p} = block * {spec.per_block}LL + {slot};"]
     if spec.store.ola_hop:  # frame c of signal sig (cols: its frames rounded up to blocks)
-        return lines + [
+        lines += [
             f"    const long long sig{p} = b{p} / cols, c{p} = b{p} - sig{p} * cols;",
             f"    const bool live{p} = b{p} < batch && c{p} < frames;",
+        ]
+        if spec.load.frames:  # the adjoint: the frame's samples start at c * hop - pad
+            return lines + [
+                f"    const long long in_org{p} = c{p} * in_cmul - pad;",
+                f"    const long long in_base{p} = live{p} ? row_base(sig{p}, in_inner, "
+                "in_outer_stride, in_inner_stride) : 0;",
+                *_pair_condition(spec, p),
+            ]
+        return lines + [
             f"    const long long in_base{p} = live{p} ? row_base(sig{p} * frames + c{p}, "
             "in_inner, in_outer_stride, in_inner_stride) : 0;",
             f"    const long long in_g{p} = 0;",
@@ -649,7 +658,9 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     row of ``n_bands`` values there, summed as the bank gather kernel sums) and tangles the
     two back (:data:`_TANGLE`, the c2r kernel's load) into the same two slots, in place;
     then the inverse stages (conjugate roots) run on them and store the real samples through
-    the window (:func:`_adjoint_store_lambda`). The spectrum never leaves the block, and
+    the window (:func:`_adjoint_store_lambda`), or with StoreSpec.ola_hop leave them in the
+    slot for :func:`_overlap_add` (the frame's row of factors is then its signal's frame
+    c). The spectrum never leaves the block, and
     every operation is the one the stft kernel's cotangent store and the c2r kernel do, in
     their order.
 
@@ -663,12 +674,14 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     pairs = n // 2 + 1
     fresh = dialect.fresh_tid if spec.per_block == 1 else f"{dialect.fresh_tid} % {threads}"
     scale = "        v.re *= (real_t)scale; v.im *= (real_t)scale;" if spec.store.scaled else ""
+    # the transform's row of factors (frame-major): with the overlap-add, frame c of signal sig
+    row = "(sig * frames + c)" if spec.store.ola_hop else "b"
     if spec.store.expand:  # F[g] = sum_k bank[lo + k, g] G[lo + k]: the bank's transpose
         factor = [
             "    auto factor_of = [&](long long g) -> real_t {",
             "        const int* band = (const int*)bands + 3 * g;  // first row, rows, column",
             f"        const real_t* weight = (const real_t*)weights + band[2];  // stride {n + 1}",
-            "        const real_t* row = (const real_t*)factors + b * n_bands + band[0];",
+            f"        const real_t* row = (const real_t*)factors + {row} * n_bands + band[0];",
             "        real_t acc = (real_t)0;",
             f"        for (int k = 0; k < band[1]; ++k) acc += weight[k * {n + 1}] * row[k];",
             "        return acc;",
@@ -677,7 +690,7 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     else:
         factor = [
             "    auto factor_of = [&](long long g) -> real_t {",
-            f"        return ((const real_t*)factors)[b * {n + 1}LL + g];",
+            f"        return ((const real_t*)factors)[{row} * {n + 1}LL + g];",
             "    };",
         ]
     lines = [
@@ -778,8 +791,9 @@ def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
 
 
 def _overlap_add(spec: BlockSpec) -> list[str]:
-    """The istft's overlap-add of the block's frames (StoreSpec.ola_hop; a c2r kernel whose
-    last stage left each frame's real samples in its slot, sample o at complex point o / 2).
+    """The overlap-add of the block's frames (StoreSpec.ola_hop; a c2r kernel or the fused
+    adjoint, whose last stage left each frame's real samples in its slot, sample o at complex
+    point o / 2).
 
     The block holds frames c0 .. c0 + F - 1 of one signal (F = per_block), which cover
     the padded positions c0 hop + q for q < F hop + n_fft - hop. Thread by thread, position q
@@ -793,13 +807,23 @@ def _overlap_add(spec: BlockSpec) -> list[str]:
     overlap them too) and the last n_fft - hop (the next block's) go to the signal's seams
     instead: per block boundary g (g = 0 .. cols / F), n_fft - hop sums of the frames before
     it, then n_fft - hop of those after, which the ``seam`` gather adds up and scales
-    (plan.ola_frames keeps every position within two blocks)."""
+    (plan.ola_frames keeps every position within two blocks).
+
+    The istft's sums are scaled by ``scale``; the adjoint's (StoreSpec.value ``adjoint``:
+    the stft's frames, padded positions [start, stop) the signal's samples) by ``factor``,
+    the inverse FFT's scale, with no envelope: the gradient w.r.t. the signal (positions in
+    the padding dropped: the constant padding's adjoint)."""
     n_fft, hop, frames, slot = 2 * spec.n, spec.store.ola_hop, spec.per_block, spec.slot_size
     overlap, span = n_fft - hop, frames * hop
     width = span + overlap
     terms = -(-n_fft // hop)
     out_t = _storage_type(spec.store.storage, "real")
-    scale = " * (real_t)scale" if spec.store.scaled else ""  # of each sum (once, not a term)
+    adjoint = spec.store.value == "adjoint"
+    if adjoint:  # each sum's scale (once, not a term's)
+        scale = " * (real_t)factor"
+    else:
+        scale = " * (real_t)scale" if spec.store.scaled else ""
+    value = f"acc{scale}" if adjoint else f"i < divided ? acc{scale} * env[i] : (real_t)0"
     # sample o = r + k hop of frame seg - k: point (r >> 1) + k hop / 2 of the slot, half r & 1
     step = _skew_step(spec, hop // 2, n_fft // 2) if hop % 2 == 0 else None
     paired = step is not None  # positions q, q + 1 (q even) from one complex point a term
@@ -810,9 +834,14 @@ def _overlap_add(spec: BlockSpec) -> list[str]:
         f"    real_t* const seam = (real_t*)seams + (sig * (cols / {frames} + 1) + c0 / {frames})"
         f" * {2 * overlap}LL;",
         f"    {out_t}* const out = ({out_t}*)out_ptr + sig * out_len;",
-        "    const real_t* const env = (const real_t*)envelope;",
         f"    const long long origin = c0 * {hop}LL - start;  // the output index of q = 0",
-        "    const unsigned long long divided = stop - start;  // the envelope's reciprocals",
+    ]
+    if not adjoint:
+        lines += [
+            "    const real_t* const env = (const real_t*)envelope;",
+            "    const unsigned long long divided = stop - start;  // the envelope's reciprocals",
+        ]
+    lines += [
         "    auto put_sum = [&](int q, real_t acc) {",
         f"        if (q < {overlap}) {{  // seam g, after it",
         f"            seam[{overlap} + q] = acc;",
@@ -821,7 +850,7 @@ def _overlap_add(spec: BlockSpec) -> list[str]:
         "        } else {",
         "            const unsigned long long i = origin + q;  // an output below out_len",
         "            if (i < (unsigned long long)out_len)",
-        f"                put(&out[i], i < divided ? acc{scale} * env[i] : (real_t)0);",
+        f"                put(&out[i], {value});",
         "        }",
         "    };",
     ]

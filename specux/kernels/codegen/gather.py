@@ -23,7 +23,9 @@ Kinds (``GatherSpec.kind``), rows ``r`` being independent signals:
   added, then times ``factor`` (the inverse FFT's scale) and ``table_a[i]`` (the envelope's
   reciprocal) for ``i = p - start`` below ``sig_len``
   outputs, 0 from ``stop`` on; the ``size - count * frame_len`` positions after the last
-  seam, which no frame reaches, get 0. Option ``x4``: four positions a thread (:func:`_seam`).
+  seam, which no frame reaches, get 0. Option ``x4``: four positions a thread (:func:`_seam`);
+  ``flat`` (alone or after ``x4``): no envelope (the stft adjoint's seams: times ``factor``
+  only).
 - ``bank``: ``out[r, m] = sum_k weight[m, k] * v(x[r, lo_m + k])`` over band m's extent,
   ``v`` the identity or ``x ** exponent``; stored as is or in dB
   (``factor * log10(max(s, eps))``).
@@ -159,7 +161,8 @@ def _seam(spec: GatherSpec) -> str:
     """The ``seam`` kind: option ``x4`` takes four consecutive positions a thread (``size``
     positions a row in ``ceil(size / 4)`` threads; ``frame_len`` a multiple of 4, so the
     four lie in one seam and its two halves load as vectors), else one."""
-    per = SEAM_POSITIONS if spec.option == "x4" else 1
+    per = SEAM_POSITIONS if spec.option.startswith("x4") else 1
+    gain = "" if spec.option.endswith("flat") else " * ((const real_t*)table_a)[i]"
     lines = [
         f"    const long long slots = (size + {per - 1}) / {per};  // threads a row",
         "    if (gid >= rows * slots) return;",
@@ -199,8 +202,7 @@ def _seam(spec: GatherSpec) -> str:
         "        const long long p = p0 + w, i = p - start;",
         "        if (k0 + w >= size || i < 0 || i >= sig_len) continue;",
         "        const real_t acc = (real_t)0 + left[w] + right[w];",
-        "        put(&out[i], p < stop ? acc * (real_t)factor * ((const real_t*)table_a)[i]"
-        " : (real_t)0);",
+        f"        put(&out[i], p < stop ? acc * (real_t)factor{gain} : (real_t)0);",
         "    }",
     ]
     return "\n".join(lines)
