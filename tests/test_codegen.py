@@ -387,7 +387,8 @@ def _transform_families(recorder):
             if onesided and transform_exec.adjoint_fusable(n_fft, precision):  # all of it
                 for width in (0, 8):  # its factors given, or through a bank's transpose
                     # its frames stored, or overlap-added in it (and the seam gather)
-                    for mode, overlap_add in (("reflect", False), ("constant", True)):
+                    for mode, overlap_add in (("reflect", False), ("constant", True),
+                                              ("reflect", True)):  # (its fold: edges)
                         transform_exec.stft(recorder, None, None, None, signals=1,
                                             sig_len=4 * n_fft, n_fft=n_fft, hop=n_fft // 4,
                                             pad=n_fft // 2, mode=mode, onesided=True,
@@ -404,8 +405,8 @@ def _transform_families(recorder):
                                     dst_storage=storage,
                                     bank=transform_exec.BankReduce(8, power, db))  # fmt: skip
         for kind, options in (("frame", ("constant", "indexed")), ("ola", ("", "window")),
-                              ("fold", ("",)), ("istft", ("",)),
-                              ("seam", ("", "x4", "flat", "x4flat")),
+                              ("fold", ("", "edges")), ("istft", ("",)),
+                              ("seam", ("", "x4", "flat", "x4flat", "flatedges", "x4flatedges")),
                               ("bank", ("power", "db", "powerpow", "dbpow"))):  # fmt: skip
             for option in options:
                 recorder.specs.add(GatherSpec(kind, storage, precision, option))

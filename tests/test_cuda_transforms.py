@@ -728,15 +728,16 @@ def test_gradients_match_cpu(case):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("n_fft, hop, length, center",
-                         [(1024, 256, 9000, True), (256, 63, 3001, True), (256, 60, 700, False),
-                          (64, 16, 100, True)])  # fmt: skip
+@pytest.mark.parametrize("n_fft, hop, length, center, mode",
+                         [(1024, 256, 9000, True, "constant"), (256, 63, 3001, True, "reflect"),
+                          (256, 60, 700, False, "constant"), (64, 16, 100, True, "constant"),
+                          (1024, 256, 9000, True, "reflect"), (64, 40, 333, True, "replicate")])
 def test_power_backward_overlap_adds_in_the_adjoint_kernel(dtype, n_fft, hop, length, center,
-                                                           monkeypatch):  # fmt: skip
-    """The |stft| ** 2 backward with the constant padding (the overlap-add in the fused
-    adjoint kernel: seams, a partial last block, hops that do not divide n_fft, an odd one,
-    a window view off its pair alignment) equals the CPU backend's, and the chain it replaces
-    (frames, then the overlap-add gather) to rounding."""
+                                                           mode, monkeypatch):  # fmt: skip
+    """The |stft| ** 2 backward with the overlap-add in the fused adjoint kernel (seams, a
+    partial last block, hops that do not divide n_fft, an odd one, paddings folded back, a
+    window view off its pair alignment) equals the CPU backend's, and the chain it replaces
+    (frames, then the overlap-add and fold gathers) to rounding."""
     from specux.kernels import transform_exec
 
     x = _signal((2, 3, length), seed=11, dtype=dtype)
@@ -745,14 +746,15 @@ def test_power_backward_overlap_adds_in_the_adjoint_kernel(dtype, n_fft, hop, le
     def grad(x, w):
         nonlocal weight
         x = x.detach().clone().requires_grad_()
-        out = specux.stft(x, n_fft, hop, window=w, center=center, output="power")
+        out = specux.stft(x, n_fft, hop, window=w, center=center, pad_mode=mode,
+                          output="power")  # fmt: skip
         if weight is None:
             weight = _signal(out.shape, seed=12, dtype=dtype)
         (out * weight.to(out.device)).sum().backward()
         return x.grad
 
     assert transform_exec.adjoint_ola_fusable(n_fft, hop, n_fft // 2 if center else 0,
-                                              "constant", "float32", 200, length)  # fmt: skip
+                                              "float32", 200, length)  # fmt: skip
     ref = grad(x, _window(n_fft + 1, dtype=dtype)[1:])
     view = _window(n_fft + 1, dtype=dtype).to(DEVICE)[1:]
     assert view.data_ptr() % (2 * view.element_size())

@@ -298,7 +298,9 @@ def test_emulated_fused_bank_adjoint_is_the_gather_then_the_adjoint(case, rng):
 
 # n_fft, hop, length, center, pad mode, exponent, dtype, normalized, mel bands (0: factors
 # given): hops that divide n_fft (sample pairs a thread) and odd ones (one sample) that do
-# not, one partial block (3 frames) and several blocks, no padding in reflect mode
+# not, one partial block (3 frames) and several blocks, no padding in reflect mode, paddings
+# that fold back (within the first / last seam, and for hops past n_fft / 2 inside a block),
+# padded positions past the last frame
 OLA_ADJOINT_CASES = [
     (16, 4, 50, True, "constant", 2.0, np.float64, False, 0),
     (16, 5, 61, True, "constant", 1.5, np.float64, True, 0),
@@ -306,6 +308,12 @@ OLA_ADJOINT_CASES = [
     (18, 6, 20, True, "constant", 2.0, np.float32, False, 0),
     (64, 16, 700, True, "constant", 2.0, np.float32, False, 10),
     (64, 12, 900, True, "constant", 2.0, np.float64, False, 10),
+    (16, 4, 50, True, "reflect", 2.0, np.float64, False, 0),
+    (16, 5, 61, True, "replicate", 1.5, np.float64, False, 0),
+    (16, 12, 100, True, "reflect", 2.0, np.float64, True, 0),
+    (18, 7, 11, True, "circular", 1.0, np.float64, False, 0),
+    (64, 16, 700, True, "reflect", 2.0, np.float32, False, 10),
+    (32, 10, 333, True, "reflect", 2.0, np.float32, False, 0),
 ]
 
 
@@ -320,7 +328,7 @@ def test_emulated_fused_adjoint_overlap_add(case, rng):
     precision = _PRECISION[dtype]
     x = rng.standard_normal((2, length)).astype(dtype)
     count = 1 + (length + 2 * p.pad - n_fft) // hop
-    assert transform_exec.adjoint_ola_fusable(n_fft, hop, p.pad, mode, precision, count, length)
+    assert transform_exec.adjoint_ola_fusable(n_fft, hop, p.pad, precision, count, length)
     backend = emulate.HostBackend()
     tables = {}
     if n_mels:
@@ -354,21 +362,29 @@ def test_emulated_fused_adjoint_overlap_add(case, rng):
     assert _peak_error(got, chain) <= tolerance
 
 
-def test_fused_adjoint_overlap_add_needs_no_fold():
-    """The overlap-add goes into the adjoint's kernel where the padding folds nothing back and
-    a block holds enough frames; the others keep the frames and the gathers."""
+def test_fused_adjoint_overlap_add_needs_a_block_of_frames():
+    """The overlap-add goes into the adjoint's kernel where a block holds enough frames (any
+    padding); the others keep the frames and the gathers."""
     fusable = transform_exec.adjoint_ola_fusable
-    assert fusable(1024, 256, 512, "constant", "float32", 626, 160000)
-    assert fusable(1024, 256, 0, "reflect", "float32", 622, 160000)  # nothing padded
-    assert not fusable(1024, 256, 512, "reflect", "float32", 626, 160000)
-    assert not fusable(1024, 32, 512, "constant", "float32", 5001, 160000)  # 31 frames a block
-    assert not fusable(1023, 256, 511, "constant", "float32", 626, 160000)  # no packed kernel
+    assert fusable(1024, 256, 512, "float32", 626, 160000)
+    assert fusable(1024, 256, 0, "float32", 622, 160000)
+    assert not fusable(1024, 32, 512, "float32", 5001, 160000)  # 31 frames of 64 threads
+    assert not fusable(1023, 256, 511, "float32", 626, 160000)  # no packed kernel
+    assert not fusable(1024, 256, 512, "float32", 2**23, 2**31)  # seam indices past 2 ** 31
+    # the float32 adjoint kernel keeps registers for 3 blocks of 512 threads an SM (a reflect
+    # padding's took 46 registers, 2 blocks, unbounded); the istft's runs unbounded
+    from specux.kernels.fft_exec import _adjoint_ola_spec, _ola_spec
+
+    adjoint = _adjoint_ola_spec(1024, 256, "float32", "float32", "float32", True, False,
+                                "indexed", True)  # fmt: skip
+    assert (adjoint.block_threads, adjoint.min_blocks) == (512, 3)
+    assert _ola_spec(1024, 256, "float32", "float32", "float32", True, True).min_blocks == 1
     with pytest.raises(ValueError, match="does not overlap-add in its kernel"):
-        transform_exec.stft(emulate.HostBackend(), np.zeros((1, 40)), np.zeros((1, 40)),
-                            np.ones(16), signals=1, sig_len=40, n_fft=16, hop=4, pad=8,
-                            mode="reflect", onesided=True, value="adjoint", eps=0.0,
+        transform_exec.stft(emulate.HostBackend(), np.zeros((1, 2000)), np.zeros((1, 2000)),
+                            np.ones(1024), signals=1, sig_len=2000, n_fft=1024, hop=32,
+                            pad=512, mode="reflect", onesided=True, value="adjoint", eps=0.0,
                             scale=1.0, precision="float64", src_storage="float64",
-                            dst_storage="float64", factors=np.zeros((1, 11, 9)),
+                            dst_storage="float64", factors=np.zeros((1, 63, 513)),
                             overlap_add=True)  # fmt: skip
 
 

@@ -148,6 +148,7 @@ class _Ref:
 _SRC, _DST = _Ref("src"), _Ref("dst")
 _WINDOW, _PAD_TABLE, _ENVELOPE = _Ref("window"), _Ref("pad table"), _Ref("envelope")
 _BANDS, _WEIGHTS, _FACTORS = _Ref("bands"), _Ref("weights"), _Ref("factors")
+_FOLD = (_Ref("fold targets"), _Ref("fold offsets"), _Ref("fold positions"))
 
 
 class _Program:
@@ -300,7 +301,7 @@ def stft_1d(
     precision: str, src_storage: str, dst_storage: str, src_strides: Strides,
     bank: BankReduce | None = None, bands: Any = None, weights: Any = None,
     factors: Any = None, exponent: float = 2.0, inverse_scale: float = 1.0,
-    expand_width: int = 0, ola: OverlapAdd | None = None,
+    expand_width: int = 0, ola: OverlapAdd | None = None, fold_tables: tuple = (None,) * 3,
 ) -> None:  # fmt: skip
     """The STFT of ``signals`` real signals (rows of ``src``) into ``dst``: frame-major rows
     of ``n // 2 + 1`` (``onesided``) or ``n`` bins, each stored as ``value`` (complex,
@@ -328,8 +329,10 @@ def stft_1d(
     ``value`` "adjoint" with ``ola`` (:func:`adjoint_ola_fusable`; ``ola.frames`` is
     ``framing.frames``): the frames overlap-added in the kernel too, as the istft's are
     (:func:`istft_1d`, without an envelope): ``dst`` holds contiguous rows of ``ola.out_len``
-    samples, padded positions [``ola.start``, ``ola.stop``) of the overlap-add (the padding's
-    positions dropped)."""
+    samples, padded positions [``ola.start``, ``ola.stop``) of the overlap-add: the padding's
+    positions dropped, or with ``ola.fold`` (an indexed padding of ``ola.start`` samples a
+    side) folded back onto their sources by ``fold_tables`` (int32 targets, offsets,
+    positions: transform_exec.fold_table, ``ola.fold`` targets)."""
     if ola is not None and (value != "adjoint" or ola.frames != framing.frames):
         raise ValueError("an stft overlap-adds the adjoint's frames only, all of them")
     if signals == 0 or framing.frames == 0:
@@ -346,20 +349,23 @@ def stft_1d(
                             precision, src_storage, dst_storage, src_strides, bank,
                             ola)  # fmt: skip
     program.run(backend, src, dst, {_WINDOW: window, _PAD_TABLE: pad_table, _BANDS: bands,
-                                    _WEIGHTS: weights, _FACTORS: factors})  # fmt: skip
+                                    _WEIGHTS: weights, _FACTORS: factors,
+                                    **dict(zip(_FOLD, fold_tables))})  # fmt: skip
 
 
 @dataclass(frozen=True)
 class OverlapAdd:
     """The istft's overlap-add of ``frames`` frames per signal, ``hop`` apart: outputs of
     ``out_len`` samples, padded positions [``start``, ``stop``) divided by the window
-    envelope (0 from ``stop`` on)."""
+    envelope (0 from ``stop`` on). The stft adjoint's (:func:`stft_1d`) has no envelope, and
+    ``fold`` > 0 targets of its padding's fold (``start`` positions a side)."""
 
     hop: int
     frames: int
     out_len: int
     start: int
     stop: int
+    fold: int = 0
 
 
 def _ola_spec(n: int, hop: int, precision: str, src_storage: str, dst_storage: str,
@@ -448,19 +454,27 @@ def _istft_program(n, ola, signals, scale, precision, src_storage, dst_storage,
 
 
 def _seam_gather(backend, seams, ola: OverlapAdd, signals: int, per: int, n: int,
-                 factor: float, precision: str, storage: str, envelope) -> None:  # fmt: skip
+                 factor: float, precision: str, storage: str, envelope,
+                 edges=None) -> None:  # fmt: skip
     """The ``seam`` gather after an overlap-add block kernel of ``per`` frames a block (of
     ``n`` samples): each seam's two sums added, times ``factor`` (and the ``envelope``'s
-    reciprocals, unless None), into ``_DST``; 0 at the positions no frame reaches."""
+    reciprocals, unless None), into ``_DST``, the padded positions into ``edges`` (unless
+    None); 0 at the positions no frame reaches."""
     groups = -(-ola.frames // per)  # blocks per signal
     overlap = n - ola.hop
-    past = max(0, ola.start + ola.out_len - (groups * per * ola.hop + overlap))  # no frame
+    end = ola.start + ola.out_len + (ola.start if edges is not None else 0)  # padding's too
+    past = max(0, end - (groups * per * ola.hop + overlap))  # positions no frame reaches
     size = (groups + 1) * overlap + past
-    option = "x4" if overlap % SEAM_POSITIONS == 0 else ""
-    gather = GatherSpec("seam", storage, precision, option + ("flat" if envelope is None else ""))
-    args = (seams, _DST, envelope, 0, 0, signals, groups + 1, size, overlap, per * ola.hop, 0,
-            ola.out_len, ola.start, ola.stop, 0.0, factor, 0.0)  # fmt: skip
-    total = signals * -(-size // (SEAM_POSITIONS if option else 1))
+    per_thread = SEAM_POSITIONS if overlap % SEAM_POSITIONS == 0 else 1
+    option = "x4" if per_thread > 1 else ""
+    if envelope is None:
+        option += "flat" if edges is None else "flatedges"
+    gather = GatherSpec("seam", storage, precision, option)
+    table_a, table_b = (0 if t is None else t for t in (envelope, edges))
+    args = (seams, _DST, table_a, table_b, 0, signals, groups + 1, size, overlap,
+            per * ola.hop, ola.start, ola.out_len, ola.start, ola.stop, 0.0, factor,
+            0.0)  # fmt: skip
+    total = signals * -(-size // per_thread)
     if total:
         backend.launch(gather, -(-total // GATHER_THREADS), GATHER_THREADS, 0, args)
 
@@ -509,13 +523,20 @@ def _adjoint_ola(backend, n, framing: Framing, ola: OverlapAdd, signals, scale, 
     per = spec.per_block
     cols = -(-framing.frames // per) * per  # frames a signal, rounded up to whole blocks
     seams = backend.scratch(max(1, signals * (cols // per + 1) * (n - framing.hop)), precision)
+    edges = backend.scratch(signals * ola.start, precision) if ola.fold else None  # 2 pad reals
     args = _block_args(backend, _SRC, _DST, None, None, None, signals * cols, scale, src_strides,
                        _rows(n), cols, 0, 1, 0, 1, n, n, n, 0, framing, 0.0, bank,
-                       ola=(ola.frames, ola.out_len, ola.start, ola.stop, None,
-                            seams))  # fmt: skip
+                       ola=(ola.frames, ola.out_len, ola.start, ola.stop, None, seams,
+                            edges))  # fmt: skip
     _launch_block(backend, spec, signals * cols, args)
     _seam_gather(backend, seams, ola, signals, per, n, bank.inverse_scale, precision,
-                 dst_storage, None)  # fmt: skip
+                 dst_storage, None, edges)  # fmt: skip
+    if ola.fold:  # the padded positions' sums onto their sources (after both wrote them)
+        args = (edges, _DST, *_FOLD, signals, 0, ola.fold, 0, 0, ola.start, ola.out_len, 0, 0,
+                0.0, 0.0, 0.0)  # fmt: skip
+        total = signals * ola.fold
+        backend.launch(GatherSpec("fold", dst_storage, precision, "edges"),
+                       -(-total // GATHER_THREADS), GATHER_THREADS, 0, args)  # fmt: skip
 
 
 _NONE = Strides(1, 0, 0, 0)
@@ -619,7 +640,7 @@ def _block_args(
     bank: BankReduce | CotangentStore | None = None, window: Any = None, ola: tuple = (),
 ):  # fmt: skip
     """The launch arguments of a block kernel (codegen.block.BLOCK_PARAMS); ``window`` for
-    the overlap-add, ``ola`` its (frames, out_len, start, stop, envelope, seams)."""
+    the overlap-add, ``ola`` its (frames, out_len, start, stop, envelope, seams[, edges])."""
 
     def ptr(buffer):
         return backend.pointer(buffer) if buffer is not None else 0
@@ -630,7 +651,8 @@ def _block_args(
         frame_args = (framing.sig_len, framing.pad, ptr(_PAD_TABLE), ptr(_WINDOW))
     elif window is not None:
         frame_args = (0, 0, 0, ptr(window))
-    ola_args = (*ola[:4], ptr(ola[4]), ptr(ola[5])) if ola else (0, 0, 0, 0, 0, 0)
+    ola = (*ola, None) if len(ola) == 6 else ola  # no edges
+    ola_args = (*ola[:4], *map(ptr, ola[4:])) if ola else (0,) * 7
     bank_args: tuple = (0, 0, 0, 0, 0.0, 0.0)
     if isinstance(bank, BankReduce):
         bank_args = (ptr(_BANDS), ptr(_WEIGHTS), 0, bank.n_bands, float(bank.db_factor or 0.0),

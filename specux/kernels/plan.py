@@ -430,7 +430,16 @@ class BlockSpec:
         1024 threads per SM (64 registers), `bench/fft.py`'s fft_b went from 0.60x to 0.71x
         of cuFFT's speed on an H200 (docs/benchmarks.md). Longer transforms (the 4096-point
         four-step halves were slower so bounded), float64 (twice the registers per value) and
-        the framing / filterbank kernels (no gain) keep the compiler's choice."""
+        the framing / filterbank kernels (no gain) keep the compiler's choice.
+
+        The float32 fused adjoint with the overlap-add (StoreSpec.ola_hop; 512 threads for
+        n_fft 1024) is bounded to OLA_THREADS_PER_SM threads: for a reflect-padded stft it took
+        46 registers, 2 blocks an SM, and ran about as slowly as the frames + gathers it
+        replaced (H200, graph replays: mel forward + backward 0.455 ms; 0.429 bounded, 40
+        registers and 3 blocks as with the constant padding). The istft's (32 registers)
+        ran slower bounded (0.146 ms vs 0.138)."""
+        if self.store.ola_hop and self.store.value == "adjoint" and self.precision == "float32":
+            return max(1, OLA_THREADS_PER_SM // self.block_threads)
         plain = not self.load.frames and not self.store.reduce and self.precision == "float32"
         radix_16 = bool(self.radices) and self.radices[0] >= 16
         if plain and radix_16 and self.n <= 1024 and self.block_threads <= 256:
@@ -502,6 +511,7 @@ def block(
 
 
 OLA_FRAMES = 8  # the fewest frames of an overlap-add block kernel
+OLA_THREADS_PER_SM = 1536  # the float32 fused adjoint's register bound (BlockSpec.min_blocks)
 OLA_SHARED = 100 * 1024  # its most shared memory
 
 

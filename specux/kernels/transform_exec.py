@@ -232,35 +232,40 @@ def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, h
     per row (default: those the padded signal holds; in "constant" mode, frames past its end
     read zeros). ``overlap_add`` (value "adjoint", :func:`adjoint_ola_fusable`): the
     frames overlap-added in the kernel (and a seam gather) into ``dst``'s rows of ``sig_len``
-    samples, the whole adjoint w.r.t. the signal; the padding's positions are dropped (its
-    adjoint where nothing :func:`folds`)."""
+    samples, the whole adjoint w.r.t. the signal; the padding's positions are dropped
+    (constant padding), or where it :func:`folds` kept and folded back onto their sources
+    by a third launch, as :func:`overlap_add` folds them."""
     count = 1 + (sig_len + 2 * pad - n_fft) // hop if frames is None else frames
     kind, table = _padding(backend, sig_len, pad, mode)
     framing = Framing(hop, pad, sig_len, count, kind)
-    ola = None
+    ola, fold_tables = None, (None,) * 3
     if overlap_add:
-        if not adjoint_ola_fusable(n_fft, hop, pad, mode, precision, count, sig_len):
-            raise ValueError(f"the adjoint of a {n_fft}-point stft, hop {hop}, pad mode "
-                             f"{mode!r}, does not overlap-add in its kernel")  # fmt: skip
+        if not adjoint_ola_fusable(n_fft, hop, pad, precision, count, sig_len):
+            raise ValueError(f"the adjoint of a {n_fft}-point stft with hop {hop} does not "
+                             "overlap-add in its kernel")  # fmt: skip
         if backend.pointer(window) % (16 if precision == "float64" else 8):
             raise ValueError("the overlap-add reads the window in aligned pairs of values")
-        ola = OverlapAdd(hop, count, sig_len, pad, pad + sig_len)
+        fold = len(fold_table(sig_len, pad, mode)[0]) if folds(pad, mode) else 0
+        ola = OverlapAdd(hop, count, sig_len, pad, pad + sig_len, fold)
+        if fold:
+            fold_tables = tuple(backend.constant(("fold", part, sig_len, pad, mode), values)
+                                for part, values in zip("top", fold_table(sig_len, pad, mode)))
     stft_1d(backend, src, dst, window, table, n=n_fft, framing=framing, signals=signals,
             onesided=onesided, value=value, eps=eps, scale=scale, precision=precision,
             src_storage=src_storage, dst_storage=dst_storage,
             src_strides=Strides(1, sig_len, 0, 1), bank=bank, bands=bands,
             weights=weights, factors=factors, exponent=exponent, inverse_scale=inverse_scale,
-            expand_width=expand_width, ola=ola)  # fmt: skip
+            expand_width=expand_width, ola=ola, fold_tables=fold_tables)  # fmt: skip
 
 
-def adjoint_ola_fusable(n_fft: int, hop: int, pad: int, mode: str, precision: str,
-                        count: int, sig_len: int) -> bool:  # fmt: skip
+def adjoint_ola_fusable(n_fft: int, hop: int, pad: int, precision: str, count: int,
+                        sig_len: int) -> bool:  # fmt: skip
     """Whether :func:`stft`'s fused adjoint (value "adjoint") overlap-adds its ``count``
     frames of signals of ``sig_len`` samples in its kernel (``overlap_add``): a hop with which
-    fft_exec.adjoint_ola_fusable holds, a padding that folds nothing back (:func:`folds`),
-    and sizes whose seam gather indices stay below 2 ** 31."""
-    small = count * hop + n_fft + sig_len < 2**31
-    return small and not folds(pad, mode) and adjoint_ola_fusable_1d(n_fft, hop, precision)
+    fft_exec.adjoint_ola_fusable holds (any padding: what folds back goes through the fold
+    gather) and sizes whose seam gather indices stay below 2 ** 31."""
+    small = count * hop + n_fft + sig_len + 2 * pad < 2**31
+    return small and adjoint_ola_fusable_1d(n_fft, hop, precision)
 
 
 # Overlap-save convolution (fftconvolve of real operands on the GPU, both CUDA routes)

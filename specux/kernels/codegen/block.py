@@ -77,6 +77,9 @@ BLOCK_PARAMS = (
     ("long long", "stop"),
     ("const void*", "envelope"),
     ("void*", "seams"),
+    # the adjoint's sums at the padded positions of an indexed padding (2 pad a signal, the
+    # compute precision: pad before the signal, then pad after), for the fold gather
+    ("void*", "edges"),
 )
 
 
@@ -811,8 +814,10 @@ def _overlap_add(spec: BlockSpec) -> list[str]:
 
     The istft's sums are scaled by ``scale``; the adjoint's (StoreSpec.value ``adjoint``:
     the stft's frames, padded positions [start, stop) the signal's samples) by ``factor``,
-    the inverse FFT's scale, with no envelope: the gradient w.r.t. the signal (positions in
-    the padding dropped: the constant padding's adjoint)."""
+    the inverse FFT's scale, with no envelope: the gradient w.r.t. the signal. Its padded
+    positions are dropped (the constant padding's adjoint), or with an indexed padding
+    (LoadSpec.frames) kept in ``edges`` for the fold gather (``start`` = pad positions a
+    side)."""
     n_fft, hop, frames, slot = 2 * spec.n, spec.store.ola_hop, spec.per_block, spec.slot_size
     overlap, span = n_fft - hop, frames * hop
     width = span + overlap
@@ -824,6 +829,7 @@ def _overlap_add(spec: BlockSpec) -> list[str]:
     else:
         scale = " * (real_t)scale" if spec.store.scaled else ""
     value = f"acc{scale}" if adjoint else f"i < divided ? acc{scale} * env[i] : (real_t)0"
+    edged = adjoint and spec.load.frames == "indexed"
     # sample o = r + k hop of frame seg - k: point (r >> 1) + k hop / 2 of the slot, half r & 1
     step = _skew_step(spec, hop // 2, n_fft // 2) if hop % 2 == 0 else None
     paired = step is not None  # positions q, q + 1 (q even) from one complex point a term
@@ -851,6 +857,16 @@ def _overlap_add(spec: BlockSpec) -> list[str]:
         "            const unsigned long long i = origin + q;  // an output below out_len",
         "            if (i < (unsigned long long)out_len)",
         f"                put(&out[i], {value});",
+    ]
+    if edged:  # origin + q >= -start; the positions past the padding hold no frame
+        lines += [
+            "            else {",
+            "                const long long e = (long long)i < 0 ? (long long)i + start"
+            " : (long long)(i - out_len) + start;",
+            f"                if (e < 2 * start) ((real_t*)edges)[sig * 2 * start + e] = {value};",
+            "            }",
+        ]
+    lines += [
         "        }",
         "    };",
     ]

@@ -13,7 +13,9 @@ Kinds (``GatherSpec.kind``), rows ``r`` being independent signals:
   multiplies each frame by the real window ``table_a`` first.
 - ``fold``: ``out[r, target[q]] += sum over the padded positions p of row q of the fold table
   of the overlap-add at p`` (the padding's adjoint; each target is one thread, launched after
-  ``ola`` on the same stream).
+  ``ola`` on the same stream). Option ``edges``: the overlap-add at p read from rows of
+  ``2 pad`` sums (``in``, the compute precision: p < pad, then p - sig_len), which the fused
+  adjoint's overlap-add and its ``seam`` gather left there.
 - ``istft``: ``out[r, i] = sum_t (frames * window)[r, t, p - t * hop] * inv[i]`` with
   ``p = i + start`` below ``stop``, else 0 (``inv``: the window envelope's reciprocals).
 - ``seam``: the seams of the istft's overlap-add block kernel (codegen.block._overlap_add):
@@ -25,7 +27,9 @@ Kinds (``GatherSpec.kind``), rows ``r`` being independent signals:
   outputs, 0 from ``stop`` on; the ``size - count * frame_len`` positions after the last
   seam, which no frame reaches, get 0. Option ``x4``: four positions a thread (:func:`_seam`);
   ``flat`` (alone or after ``x4``): no envelope (the stft adjoint's seams: times ``factor``
-  only).
+  only); ``edges`` (after ``flat``): the positions outside the signal (``i < 0`` or
+  ``i >= sig_len``, ``pad`` a side) go to ``table_b``, rows of ``2 pad`` values, for the
+  ``fold`` gather's option ``edges``.
 - ``bank``: ``out[r, m] = sum_k weight[m, k] * v(x[r, lo_m + k])`` over band m's extent,
   ``v`` the identity or ``x ** exponent``; stored as is or in dB
   (``factor * log10(max(s, eps))``).
@@ -162,7 +166,8 @@ def _seam(spec: GatherSpec) -> str:
     positions a row in ``ceil(size / 4)`` threads; ``frame_len`` a multiple of 4, so the
     four lie in one seam and its two halves load as vectors), else one."""
     per = SEAM_POSITIONS if spec.option.startswith("x4") else 1
-    gain = "" if spec.option.endswith("flat") else " * ((const real_t*)table_a)[i]"
+    gain = "" if "flat" in spec.option else " * ((const real_t*)table_a)[i]"
+    edged = spec.option.endswith("edges")
     lines = [
         f"    const long long slots = (size + {per - 1}) / {per};  // threads a row",
         "    if (gid >= rows * slots) return;",
@@ -200,8 +205,19 @@ def _seam(spec: GatherSpec) -> str:
         "    storage_t* out = (storage_t*)out_ptr + r * sig_len;",
         f"    for (int w = 0; w < {per}; ++w) {{",
         "        const long long p = p0 + w, i = p - start;",
-        "        if (k0 + w >= size || i < 0 || i >= sig_len) continue;",
+        f"        if (k0 + w >= size{'' if edged else ' || i < 0 || i >= sig_len'}) continue;",
         "        const real_t acc = (real_t)0 + left[w] + right[w];",
+    ]
+    if edged:  # a padded position: its sum for the fold
+        lines += [
+            "        if (i < 0 || i >= sig_len) {",
+            "            const long long e = i < 0 ? i + pad : i - sig_len + pad;",
+            "            if (e >= 0 && e < 2 * pad)",
+            "                ((real_t*)table_b)[r * 2 * pad + e] = acc * (real_t)factor;",
+            "            continue;",
+            "        }",
+        ]
+    lines += [
         f"        put(&out[i], p < stop ? acc * (real_t)factor{gain} : (real_t)0);",
         "    }",
     ]
@@ -237,6 +253,20 @@ def _body(spec: GatherSpec) -> str:
             "    if (gid >= rows * sig_len) return;",
             "    const long long i = gid % sig_len, r = gid / sig_len;",
             "    put(&((storage_t*)out_ptr)[gid], ola_at(r, i + pad));",
+        ])  # fmt: skip
+    if kind == "fold" and spec.option == "edges":
+        return "\n".join([
+            "    if (gid >= rows * size) return;",
+            "    const long long q = gid % size, r = gid / size;",
+            "    const int* positions = (const int*)table_c;",
+            "    const real_t* edge = (const real_t*)in_ptr + r * 2 * pad;",
+            "    storage_t* out = (storage_t*)out_ptr + r * sig_len + ((const int*)table_a)[q];",
+            "    real_t acc = to_real(*out);",
+            "    for (int k = ((const int*)table_b)[q]; k < ((const int*)table_b)[q + 1]; ++k) {",
+            "        const long long p = positions[k];",
+            "        acc += edge[p < pad ? p : p - sig_len];",
+            "    }",
+            "    put(out, acc);",
         ])  # fmt: skip
     if kind == "fold":
         return "\n".join([

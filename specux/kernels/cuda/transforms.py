@@ -338,9 +338,10 @@ def power_adjoint(x: torch.Tensor, window, p: StftParams, power: float, grad: to
     of every frame and the overlap-add through the padding (weighting the frames by the
     window). For an even n_fft whose half is a block transform the stft kernel does the
     inverse FFT and the window too (transform_exec.stft's value "adjoint": the cotangent
-    never leaves the block), and where the padding folds nothing back and a block holds
-    enough frames (transform_exec.adjoint_ola_fusable) the overlap-add as well (the frames
-    never leave the block either); else the cotangent store and a c2r kernel.
+    never leaves the block), and where a block holds enough frames
+    (transform_exec.adjoint_ola_fusable) the overlap-add as well (the frames never leave the
+    block either; the padding's sums fold back in a gather); else the cotangent store and a
+    c2r kernel.
 
     With a filterbank (``bank``, or one named by ``bank_spec``; :func:`bank_adjoint_fused`
     must hold), ``grad`` is the cotangent ``(..., n_bands, n_frames)`` of ``bank @ |stft(x)|
@@ -365,8 +366,8 @@ def power_adjoint(x: torch.Tensor, window, p: StftParams, power: float, grad: to
                   src_storage=src_storage, dst_storage=precision, factors=factors,
                   exponent=power)  # fmt: skip
     count = factors.shape[-2]
-    if transform_exec.adjoint_ola_fusable(p.n_fft, p.hop_length, p.pad, p.pad_mode, precision,
-                                          count, length):  # fmt: skip
+    if transform_exec.adjoint_ola_fusable(p.n_fft, p.hop_length, p.pad, precision, count,
+                                          length):  # fmt: skip
         out = torch.empty((*factors.shape[:-2], length), dtype=_dtype(precision),
                           device=x.device)  # fmt: skip
         if w.data_ptr() % (2 * w.element_size()):  # a user's view: read in pairs, aligned
