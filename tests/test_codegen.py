@@ -385,7 +385,9 @@ def _transform_families(recorder):
                                     precision=precision, src_storage=storage,
                                     dst_storage=precision, exponent=1.5)  # fmt: skip
             if onesided and transform_exec.adjoint_fusable(n_fft, precision):  # all of it
-                for width in (0, 8):  # its factors given, or through a bank's transpose
+                # its factors given, or through a bank's transpose (its terms a bin unrolled
+                # or not known: a loop)
+                for width, terms in ((0, 0), (8, 0), (8, 2)):
                     # its frames stored, or overlap-added in it (and the seam gather)
                     for mode, overlap_add in (("reflect", False), ("constant", True),
                                               ("reflect", True)):  # (its fold: edges)
@@ -395,7 +397,7 @@ def _transform_families(recorder):
                                             value="adjoint", eps=0.0, scale=1.0,
                                             precision=precision, src_storage=storage,
                                             dst_storage=precision, exponent=1.5,
-                                            expand_width=width,
+                                            expand_width=width, expand_terms=terms,
                                             overlap_add=overlap_add)  # fmt: skip
             for power, db in ((2.0, None), (1.0, 20.0), (1.5, None)):  # the fused filterbank
                 transform_exec.stft(recorder, None, None, None, signals=1, sig_len=4 * n_fft,
@@ -471,7 +473,7 @@ def test_every_kernel_family_compiles_with_nvrtc():
     assert {spec.store.value for spec in blocks} == {"complex", "magnitude", "power", "db", "pow",
                                                      "cotangent", "adjoint"}
     assert {spec.store.reduce for spec in blocks} == {"", "bank", "bank_db"}
-    assert {spec.store.expand for spec in blocks} == {False, True}
+    assert {spec.store.expand for spec in blocks} == {0, 2, plan.EXPAND_UNROLLED + 1}
     assert any(spec.store.ola_hop and spec.load_staged for spec in blocks)
     assert any(spec.store.ola_hop and spec.unit_in for spec in blocks)
     assert any(spec.store.ola_hop and spec.store.value == "adjoint" and spec.store.expand

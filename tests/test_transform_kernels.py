@@ -290,10 +290,13 @@ def test_emulated_fused_bank_adjoint_is_the_gather_then_the_adjoint(case, rng):
                   value="adjoint", inverse_scale=1.0)  # fmt: skip
     chain = np.zeros((2, count, n_fft), dtype=dtype)
     transform_exec.stft(backend, x, chain, window, factors=factors, **common)
-    fused = np.zeros_like(chain)
-    transform_exec.stft(backend, x, fused, window, factors=grad, bands=bands, weights=weights,
-                        expand_width=n_mels, **common)  # fmt: skip
-    assert np.array_equal(fused, chain) and np.abs(chain).max() > 0
+    width = weights.size // p.n_freq  # the most terms a bin: unrolled, or a loop (0: unknown)
+    for terms in (width, 0):
+        fused = np.zeros_like(chain)
+        transform_exec.stft(backend, x, fused, window, factors=grad, bands=bands,
+                            weights=weights, expand_width=n_mels, expand_terms=terms,
+                            **common)  # fmt: skip
+        assert np.array_equal(fused, chain) and np.abs(chain).max() > 0, terms
 
 
 # n_fft, hop, length, center, pad mode, exponent, dtype, normalized, mel bands (0: factors
@@ -335,7 +338,8 @@ def test_emulated_fused_adjoint_overlap_add(case, rng):
         bank = filters.mel(sr=16000, n_fft=n_fft, n_mels=n_mels)
         grad = rng.standard_normal((2, count, n_mels)).astype(dtype)  # frame-major
         bands, weights, _ = transform_exec.sparse_tables(bank.T, precision)
-        tables = dict(factors=grad, bands=bands, weights=weights, expand_width=n_mels)
+        tables = dict(factors=grad, bands=bands, weights=weights, expand_width=n_mels,
+                      expand_terms=weights.size // p.n_freq)  # fmt: skip
         factors64 = grad.astype(np.float64) @ bank
     else:
         factors = rng.standard_normal((2, count, p.n_freq)).astype(dtype)
@@ -376,7 +380,7 @@ def test_fused_adjoint_overlap_add_needs_a_block_of_frames():
     from specux.kernels.fft_exec import _adjoint_ola_spec, _ola_spec
 
     adjoint = _adjoint_ola_spec(1024, 256, "float32", "float32", "float32", True, False,
-                                "indexed", True)  # fmt: skip
+                                "indexed", 2)  # fmt: skip
     assert (adjoint.block_threads, adjoint.min_blocks) == (512, 3)
     assert _ola_spec(1024, 256, "float32", "float32", "float32", True, True).min_blocks == 1
     with pytest.raises(ValueError, match="does not overlap-add in its kernel"):

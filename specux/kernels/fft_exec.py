@@ -27,6 +27,7 @@ from specux.kernels.plan import (
     block,
     block_fits,
     bluestein_length,
+    expand_count,
     factorize,
     four_step_split,
     passes,
@@ -301,7 +302,8 @@ def stft_1d(
     precision: str, src_storage: str, dst_storage: str, src_strides: Strides,
     bank: BankReduce | None = None, bands: Any = None, weights: Any = None,
     factors: Any = None, exponent: float = 2.0, inverse_scale: float = 1.0,
-    expand_width: int = 0, ola: OverlapAdd | None = None, fold_tables: tuple = (None,) * 3,
+    expand_width: int = 0, expand_terms: int = 0, ola: OverlapAdd | None = None,
+    fold_tables: tuple = (None,) * 3,
 ) -> None:  # fmt: skip
     """The STFT of ``signals`` real signals (rows of ``src``) into ``dst``: frame-major rows
     of ``n // 2 + 1`` (``onesided``) or ``n`` bins, each stored as ``value`` (complex,
@@ -324,7 +326,8 @@ def stft_1d(
     frame-major rows of ``n`` real samples in ``dst``, to be overlap-added (no window). With
     ``expand_width`` > 0, F = B^T G for the cotangent G of a filterbank B's output: ``factors``
     holds G (frame-major rows of ``expand_width`` values) and ``bands`` / ``weights`` the
-    bank tables of B^T (:func:`transform_exec.bank_tables`; one band per bin).
+    bank tables of B^T (:func:`transform_exec.bank_tables`; one band per bin), whose padded
+    width ``expand_terms`` gives (0: not known; the kernel then loops over each bin's terms).
 
     ``value`` "adjoint" with ``ola`` (:func:`adjoint_ola_fusable`; ``ola.frames`` is
     ``framing.frames``): the frames overlap-added in the kernel too, as the istft's are
@@ -344,7 +347,8 @@ def stft_1d(
             raise ValueError(f"the adjoint of a {n}-point stft is not one {precision} kernel")
         if expand_width and value != "adjoint":
             raise ValueError("factors through a bank need the fused adjoint")
-        bank = CotangentStore(float(exponent), float(inverse_scale), int(expand_width))
+        terms = expand_count(expand_terms) if expand_width else 0
+        bank = CotangentStore(float(exponent), float(inverse_scale), int(expand_width), terms)
     program = _stft_program(n, framing, signals, onesided, value, float(eps), float(scale),
                             precision, src_storage, dst_storage, src_strides, bank,
                             ola)  # fmt: skip
@@ -393,7 +397,7 @@ def ola_fusable(n: int, hop: int, precision: str) -> bool:
 
 def _adjoint_ola_spec(n: int, hop: int, precision: str, src_storage: str, dst_storage: str,
                       unit_in: bool, scaled: bool, pad_kind: str,
-                      expand: bool) -> BlockSpec:  # fmt: skip
+                      expand: int) -> BlockSpec:  # fmt: skip
     """The fused adjoint's r2c block kernel (stft value "adjoint") with the overlap-add."""
     load = LoadSpec(USER, "real", src_storage, frames=pad_kind, window=True)
     store = StoreSpec(USER, "real", dst_storage, scaled=scaled, logical=n, value="adjoint",
@@ -410,7 +414,7 @@ def adjoint_ola_fusable(n: int, hop: int, precision: str) -> bool:
         return False
     try:
         _adjoint_ola_spec(n, hop, precision, precision, precision, True, False, "constant",
-                          False)  # fmt: skip
+                          0)  # fmt: skip
     except ValueError:
         return False
     return True
@@ -499,7 +503,7 @@ def _stft_program(n, framing, signals, onesided, value, eps, scale, precision, s
     reduce = {}
     if value == "adjoint":  # frames of real samples
         mode, outs = "real", _rows(n)
-        reduce = dict(expand=bank.expand_width > 0)
+        reduce = dict(expand=bank.expand_terms)
     if isinstance(bank, BankReduce):
         if not onesided:
             raise ValueError("a filterbank reduce needs the one-sided spectrum")
@@ -519,7 +523,7 @@ def _adjoint_ola(backend, n, framing: Framing, ola: OverlapAdd, signals, scale, 
     """The fused adjoint's block kernel with the overlap-add in it, and its seam gather."""
     spec = _adjoint_ola_spec(n, framing.hop, precision, src_storage, dst_storage,
                              src_strides.elem_stride == 1, scale != 1.0, framing.pad_kind,
-                             bank.expand_width > 0)  # fmt: skip
+                             bank.expand_terms)  # fmt: skip
     per = spec.per_block
     cols = -(-framing.frames // per) * per  # frames a signal, rounded up to whole blocks
     seams = backend.scratch(max(1, signals * (cols // per + 1) * (n - framing.hop)), precision)
@@ -625,12 +629,14 @@ class BankReduce:
 @dataclass(frozen=True)
 class CotangentStore:
     """The launch arguments of an stft of value "cotangent" or "adjoint": the exponent ``e``
-    of ``F e |X| ** (e - 2) X``, the adjoint's inverse scale (as the bank's dB factor) and
-    the width of the rows G that expand through a bank's transpose into F (0: F given)."""
+    of ``F e |X| ** (e - 2) X``, the adjoint's inverse scale (as the bank's dB factor), the
+    width of the rows G that expand through a bank's transpose into F (0: F given) and its
+    StoreSpec.expand (plan.expand_count)."""
 
     exponent: float
     inverse_scale: float = 1.0
     expand_width: int = 0
+    expand_terms: int = 0
 
 
 def _block_args(

@@ -130,10 +130,12 @@ class StoreSpec:
     # (in dB: factor * log10(max(s, eps))) -- block kernels only.
     reduce: str = ""
     bins: int = 0
-    # value "adjoint" with ``expand``: the factors F are a filterbank's transpose applied to
-    # launch-time rows G of ``n_bands`` values (F = bank^T G, through the bank tables of the
-    # transpose), the backward of a filterbank spectrogram in one kernel.
-    expand: bool = False
+    # value "adjoint" with ``expand`` > 0: the factors F are a filterbank's transpose applied
+    # to launch-time rows G of ``n_bands`` values (F = bank^T G, through the bank tables of the
+    # transpose), the backward of a filterbank spectrogram in one kernel. ``expand``: the most
+    # terms of a bin (the tables' padded width), up to EXPAND_UNROLLED summed as straight-line
+    # code; EXPAND_UNROLLED + 1 for more or an unknown count (a loop).
+    expand: int = 0
     # ola_hop > 0 (c2r block kernels and the fused adjoint, value "adjoint"): the overlap-add
     # in the kernel. The block's transforms are consecutive frames of one signal (hop
     # ``ola_hop``); their real samples, windowed, are summed from shared memory, scaled (the
@@ -508,6 +510,14 @@ def block(
     return BlockSpec(n, radices, sign, precision, threads, per_block, load, store,
                      load_staged, store_staged, pack, split, twist, unit_in, unit_out,
                      shift, extra)  # fmt: skip
+
+
+EXPAND_UNROLLED = 4  # StoreSpec.expand: the most terms a bin unrolled
+
+
+def expand_count(width: int) -> int:
+    """StoreSpec.expand for bank tables of padded ``width`` (0: not known)."""
+    return width if 0 < width <= EXPAND_UNROLLED else EXPAND_UNROLLED + 1
 
 
 OLA_FRAMES = 8  # the fewest frames of an overlap-add block kernel

@@ -209,18 +209,17 @@ def project(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: i
 
 
 def is_dense(bands: np.ndarray, n_in: int) -> bool:
-    """Whether a band table (:func:`bank_tables`) is a dense matrix's: band m starts at 0,
-    spans ``n_in`` columns and keeps column m (its weights are then the matrix transposed)."""
+    """Whether a band table (:func:`bank_tables`) is a dense matrix's: every band starts at 0
+    and spans ``n_in`` columns (its weights are then the matrix transposed)."""
     bands = np.asarray(bands)
-    return bool(len(bands)) and bool((bands[:, 0] == 0).all() and (bands[:, 1] == n_in).all()
-                                     and (bands[:, 2] == np.arange(len(bands))).all())
+    return bool(len(bands)) and bool((bands[:, 0] == 0).all() and (bands[:, 1] == n_in).all())
 
 
 def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, hop: int,
          pad: int, mode: str, onesided: bool, value: str, eps: float, scale: float,
          precision: str, src_storage: str, dst_storage: str, bank: BankReduce | None = None,
          bands=None, weights=None, factors=None, exponent: float = 2.0,
-         inverse_scale: float = 1.0, expand_width: int = 0,
+         inverse_scale: float = 1.0, expand_width: int = 0, expand_terms: int = 0,
          frames: int | None = None, overlap_add: bool = False) -> None:  # fmt: skip
     """The fused STFT (:func:`fft_exec.stft_1d`) of contiguous rows of ``sig_len`` samples;
     with ``bank``, the filterbank of its ``|X| ** bank.exponent`` in the same kernel; with
@@ -228,7 +227,8 @@ def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, h
     ``|X| ** exponent``; with "adjoint", that adjoint's windowed frames (rows of ``n_fft``
     samples, for :func:`overlap_add` without a window; ``inverse_scale`` the inverse FFT's
     normalization; ``expand_width``: ``factors`` are a filterbank's cotangent, expanded by
-    the bank tables ``bands`` / ``weights`` of its transpose). ``frames``: how many frames
+    the bank tables ``bands`` / ``weights`` of its transpose, ``expand_terms`` their padded
+    width if known: at most 4 terms a bin run unrolled). ``frames``: how many frames
     per row (default: those the padded signal holds; in "constant" mode, frames past its end
     read zeros). ``overlap_add`` (value "adjoint", :func:`adjoint_ola_fusable`): the
     frames overlap-added in the kernel (and a seam gather) into ``dst``'s rows of ``sig_len``
@@ -255,7 +255,8 @@ def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, h
             src_storage=src_storage, dst_storage=dst_storage,
             src_strides=Strides(1, sig_len, 0, 1), bank=bank, bands=bands,
             weights=weights, factors=factors, exponent=exponent, inverse_scale=inverse_scale,
-            expand_width=expand_width, ola=ola, fold_tables=fold_tables)  # fmt: skip
+            expand_width=expand_width, expand_terms=expand_terms, ola=ola,
+            fold_tables=fold_tables)  # fmt: skip
 
 
 def adjoint_ola_fusable(n_fft: int, hop: int, pad: int, precision: str, count: int,
@@ -523,17 +524,16 @@ def elementwise(backend, kind: str, option: str, src, dst, *, rows: int, size: i
 
 def bank_tables(starts: np.ndarray, stops: np.ndarray,
                 padded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """The filterbank kernels' tables of a sparse bank: int32 (first bin, bins, column) per
-    band, and the row-padded weights ``padded`` (bands, width) laid out bin-major -- band m's
-    k-th weight at ``k * bands + m`` -- so the threads of consecutive bands, which run in
-    step, read consecutive weights (coalesced) instead of a cache line each."""
+    """The filterbank kernels' tables of a sparse bank: int32 (first bin, bins) per band
+    (one 8-byte record: codegen.block.BAND_RECORD), and the row-padded weights ``padded``
+    (bands, width) laid out bin-major -- band m's k-th weight at ``k * bands + m`` -- so the
+    threads of consecutive bands, which run in step, read consecutive weights (coalesced)
+    instead of a cache line each."""
     return _band_table(starts, stops), np.ascontiguousarray(np.asarray(padded).T).ravel()
 
 
 def _band_table(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    n = len(starts)
-    bands = np.stack([starts, stops - starts, np.arange(n)], axis=1).astype(np.int32)
-    return np.ascontiguousarray(bands)
+    return np.ascontiguousarray(np.stack([starts, stops - starts], axis=1).astype(np.int32))
 
 
 def dense_bands(n_out: int, n_in: int) -> np.ndarray:

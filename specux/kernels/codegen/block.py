@@ -25,9 +25,11 @@ import functools
 from specux.kernels.codegen.butterfly import Code, small_dft
 from specux.kernels.codegen.dialects import Dialect
 from specux.kernels.codegen.fft import _REAL, LAYOUT_PARAMS, _storage_type, _types
-from specux.kernels.plan import USER, BlockSpec
+from specux.kernels.plan import EXPAND_UNROLLED, USER, BlockSpec
 
 BLOCK_NAME = "specux_fft_block"
+# a band of the filterbank tables (transform_exec.bank_tables): its first input, its inputs
+BAND_RECORD = "struct alignas(8) band_t { int first, count; };"
 
 BLOCK_PARAMS = (
     ("const void*", "in_ptr"),
@@ -56,7 +58,7 @@ BLOCK_PARAMS = (
     ("const void*", "pad_table"),
     ("const void*", "window"),
     ("double", "eps"),  # the dB floor of StoreSpec.value "db" and of reduce "bank_db"
-    # StoreSpec.reduce: int32 (first bin, bins, weight offset) per band, the weights, the
+    # StoreSpec.reduce: int32 (first bin, bins) per band (BAND_RECORD), the weights, the
     # band count, the dB factor, the exponent of StoreSpec.value "pow"; StoreSpec.value
     # "cotangent" / "adjoint": the real factors, the exponent, the adjoint's inverse scale in
     # ``factor`` (with StoreSpec.expand: rows of n_bands values to expand through the bank
@@ -680,26 +682,39 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     # the transform's row of factors (frame-major): with the overlap-add, frame c of signal sig
     row = "(sig * frames + c)" if spec.store.ola_hop else "b"
     if spec.store.expand:  # F[g] = sum_k bank[lo + k, g] G[lo + k]: the bank's transpose
+        # (up to EXPAND_UNROLLED terms as straight-line code: the loads of a pair's two bins
+        # issue together; the same sums in the same order as the loop and the bank gather)
+        if spec.store.expand <= EXPAND_UNROLLED:
+            terms = [f"        if (band.count > {k}) acc += weight[{k * (n + 1)}] * row[{k}];"
+                     for k in range(spec.store.expand)]  # fmt: skip
+        else:
+            terms = [f"        for (int k = 0; k < band.count; ++k) acc += weight[k * {n + 1}]"
+                     " * row[k];"]  # fmt: skip
         factor = [
-            "    auto factor_of = [&](long long g) -> real_t {",
-            "        const int* band = (const int*)bands + 3 * g;  // first row, rows, column",
-            f"        const real_t* weight = (const real_t*)weights + band[2];  // stride {n + 1}",
-            f"        const real_t* row = (const real_t*)factors + {row} * n_bands + band[0];",
+            "    const real_t* const grow = (const real_t*)factors"
+            f" + (live ? {row} * n_bands : 0);  // the transform's row of G",
+            "    auto factor_of = [&](int g) -> real_t {",
+            f"        {BAND_RECORD}",
+            "        const band_t band = ((const band_t*)bands)[g];",
+            f"        const real_t* const weight = (const real_t*)weights + g;  // stride {n + 1}",
+            "        const real_t* const row = grow + band.first;",
             "        real_t acc = (real_t)0;",
-            f"        for (int k = 0; k < band[1]; ++k) acc += weight[k * {n + 1}] * row[k];",
+            *terms,
             "        return acc;",
             "    };",
         ]
     else:
         factor = [
-            "    auto factor_of = [&](long long g) -> real_t {",
-            f"        return ((const real_t*)factors)[{row} * {n + 1}LL + g];",
-            "    };",
+            "    const real_t* const grow = (const real_t*)factors"
+            f" + (live ? {row} * {n + 1}LL : 0);  // the transform's factors",
+            "    auto factor_of = [&](int g) -> real_t { return grow[g]; };",
         ]
+    # W^bin (``w``, read once a bin: the untangle's root, conjugated the tangle's)
+    tangle = [line.replace("tw(k, 0)", "cpx{w.re, -w.im}") for line in _TANGLE]
     lines = [
         *factor,
-        "    auto untangled = [&](int bin, cpx za, cpx zb) -> cpx {",
-        *[f"        {line}" for line in _untangle_lines()],
+        "    auto untangled = [&](cpx w, cpx za, cpx zb) -> cpx {",
+        *[f"        {line}" for line in _untangle_lines("w")],
         "        return x;",
         "    };",
         "    auto cotangent = [&](long long g, cpx v) -> cpx {",
@@ -710,9 +725,8 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
         "    auto itw = [&](int k, int offset) -> cpx {",
         "        cpx w = (tw_table + k)[offset]; w.im = -w.im; return w;",
         "    };",
-        "    auto tangled = [&](int k, cpx a, cpx b) -> cpx {",
-        "        auto tw = itw;",
-        *[f"        {line}" for line in _TANGLE],
+        "    auto tangled = [&](cpx w, cpx a, cpx b) -> cpx {",
+        *[f"        {line}" for line in tangle],
         "        return z;",
         "    };",
         f"    for (int r = 0; r < {-(-pairs // threads)}; ++r) {{  // pair j: slots j and n - j",
@@ -720,13 +734,14 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
         f"        if (!live || j >= {pairs}) continue;",
         f"        const int m = {n} - j, jm = j == 0 ? 0 : m;",
         "        const cpx za = my[skew(j)], zb = my[skew(jm)];",
-        "        const cpx gj = cotangent(j, untangled(j, za, zb));",
-        "        const cpx gm = cotangent(m, untangled(m, zb, za));",
+        "        const cpx wj = tw_table[j], wm = tw_table[m];",
+        "        const cpx gj = cotangent(j, untangled(wj, za, zb));",
+        "        const cpx gm = cotangent(m, untangled(wm, zb, za));",
         "        if (j == 0) {  // DC and Nyquist: real parts only",
-        "            my[skew(0)] = tangled(0, cpx{gj.re, 0}, cpx{gm.re, 0});",
+        "            my[skew(0)] = tangled(wj, cpx{gj.re, 0}, cpx{gm.re, 0});",
         "        } else {",
-        "            my[skew(j)] = tangled(j, gj, cpx{gm.re, -gm.im});",
-        "            my[skew(m)] = tangled(m, gm, cpx{gj.re, -gj.im});",
+        "            my[skew(j)] = tangled(wj, gj, cpx{gm.re, -gm.im});",
+        "            my[skew(m)] = tangled(wm, gm, cpx{gj.re, -gj.im});",
         "        }",
         "    }",
         f"    {barrier}  // every pair is tangled",
@@ -765,11 +780,12 @@ def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
         f"    {barrier}  // every value of the block is in shared memory",
         f"    for (int i = tid; i < {groups} * (int)n_bands; i += {spec.block_threads}) {{",
         "        const int c = i / (int)n_bands, m = i - c * (int)n_bands;  // group, band",
-        "        const int* band = (const int*)bands + 3 * m;  // first bin, bins, column",
-        "        const real_t* weight = (const real_t*)weights + band[2];  // bin-major",
-        f"        const real_t* values = pw + c * {frames * stride} + band[0];",
+        f"        {BAND_RECORD}",
+        "        const band_t band = ((const band_t*)bands)[m];",
+        "        const real_t* weight = (const real_t*)weights + m;  // bin-major",
+        f"        const real_t* values = pw + c * {frames * stride} + band.first;",
         *[f"        real_t acc{f} = (real_t)0;" for f in range(frames)],
-        "        for (int k = 0; k < band[1]; ++k) {",
+        "        for (int k = 0; k < band.count; ++k) {",
         "            const real_t w = weight[k * n_bands];",
         *[f"            acc{f} += w * values[k + {f * stride}];" for f in range(frames)],
         "        }",

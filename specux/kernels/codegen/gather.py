@@ -75,6 +75,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from specux.kernels.codegen.block import BAND_RECORD
 from specux.kernels.codegen.dialects import Dialect
 from specux.kernels.codegen.fft import _REAL, _REAL_STORAGE, _types
 
@@ -303,11 +304,12 @@ def _body(spec: GatherSpec) -> str:
         "    if (gid >= rows * size) return;",
         "    const long long m = gid % size, r = gid / size;",
         "    const storage_t* in = (const storage_t*)in_ptr + r * frame_len;",
-        "    const int* band = (const int*)table_a + 3 * m;  // first bin, bins, column",
-        "    const real_t* weight = (const real_t*)table_b + band[2];  // bin-major: stride size",
+        f"    {BAND_RECORD}",
+        "    const band_t band = ((const band_t*)table_a)[m];",
+        "    const real_t* weight = (const real_t*)table_b + m;  // bin-major: stride size",
         "    real_t acc = (real_t)0;",
-        "    for (int k = 0; k < band[1]; ++k) {",
-        "        const real_t x = to_real(in[band[0] + k]);",
+        "    for (int k = 0; k < band.count; ++k) {",
+        "        const real_t x = to_real(in[band.first + k]);",
         f"        acc += weight[k * size] * {value};",
         "    }",
     ]

@@ -356,7 +356,8 @@ def power_adjoint(x: torch.Tensor, window, p: StftParams, power: float, grad: to
     if expand:
         n_bands = grad.shape[-2]
         bands, weights = _transposed_bands(backend, bank, bank_spec, precision, n_bands)
-        tables = dict(bands=bands, weights=weights, expand_width=n_bands)
+        tables = dict(bands=bands, weights=weights, expand_width=n_bands,
+                      expand_terms=weights.numel() // p.n_freq)  # the tables' padded width
     xd, rows = _rows(x)
     length = x.shape[-1]
     w = full_window(p, window, precision, backend)
