@@ -502,7 +502,7 @@ def test_emulated_fused_istft(case, dtype, layout, rng):
     start, stop, out_len = cpu_stft.istft_bounds(p, count, length)
     envelope = np.ascontiguousarray((1 / env[start:stop]).astype(dtype))
     window = w64.astype(dtype)
-    assert transform_exec.istft_fusable(n_fft, hop, precision, True)
+    assert transform_exec.istft_fusable(n_fft, hop, precision, True, count, out_len)
     got = np.full((2, 3, out_len), np.nan, dtype=dtype)
     strides = tuple(s // spectrum.itemsize for s in spectrum.strides[1:])
     transform_exec.istft(emulate.HostBackend(), spectrum, got, window, envelope, signals=6,
@@ -531,9 +531,10 @@ def test_ola_frames():
     assert plan.ola_frames(1024, 32, 64, "float32") is None  # 31 frames of 64 threads
     assert plan.ola_frames(1024, 1025, 1, "float32") is None
     assert plan.ola_frames(17, 4, 1, "float32") is None  # odd: no packed c2r
-    assert not transform_exec.istft_fusable(1024, 256, "float32", False)
-    assert not transform_exec.istft_fusable(1025, 256, "float32", True)
-    assert transform_exec.istft_fusable(1024, 64, "float32", True)
+    assert not transform_exec.istft_fusable(1024, 256, "float32", False, 626, 160000)
+    assert not transform_exec.istft_fusable(1025, 256, "float32", True, 626, 160000)
+    assert transform_exec.istft_fusable(1024, 64, "float32", True, 2501, 160000)
+    assert not transform_exec.istft_fusable(1024, 256, "float32", True, 2**23, 2**31)
 
 
 @pytest.mark.parametrize("power, db", [(2.0, False), (1.0, True), (1.5, False)])

@@ -145,8 +145,8 @@ def istft_overlap_add(backend, frames, dst, window, envelope, *, rows: int, coun
     _launch(backend, spec, rows * out_len, args)
 
 
-def istft_fusable(n_fft: int, hop: int, precision: str, onesided: bool, count: int = 0,
-                  out_len: int = 0) -> bool:  # fmt: skip
+def istft_fusable(n_fft: int, hop: int, precision: str, onesided: bool, count: int,
+                  out_len: int) -> bool:  # fmt: skip
     """Whether :func:`istft` runs (one-sided spectra whose frames' inverse FFT is a c2r
     block kernel that overlap-adds them: fft_exec.ola_fusable) for ``count`` frames and
     outputs of ``out_len`` samples (the seam gather's indices stay below 2 ** 31)."""
