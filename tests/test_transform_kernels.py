@@ -382,6 +382,8 @@ def test_fused_adjoint_overlap_add_needs_a_block_of_frames():
     adjoint = _adjoint_ola_spec(1024, 256, "float32", "float32", "float32", True, False,
                                 "indexed", 2)  # fmt: skip
     assert (adjoint.block_threads, adjoint.min_blocks) == (512, 3)
+    small = _adjoint_ola_spec(64, 16, "float32", "float32", "float32", True, False, "indexed", 2)
+    assert small.block_threads < 256 and small.min_blocks == 1
     assert _ola_spec(1024, 256, "float32", "float32", "float32", True, True).min_blocks == 1
     with pytest.raises(ValueError, match="does not overlap-add in its kernel"):
         transform_exec.stft(emulate.HostBackend(), np.zeros((1, 2000)), np.zeros((1, 2000)),

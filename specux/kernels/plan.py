@@ -439,8 +439,11 @@ class BlockSpec:
         46 registers, 2 blocks an SM, and ran about as slowly as the frames + gathers it
         replaced (H200, graph replays: mel forward + backward 0.455 ms; 0.429 bounded, 40
         registers and 3 blocks as with the constant padding). The istft's (32 registers)
-        ran slower bounded (0.146 ms vs 0.138)."""
-        if self.store.ola_hop and self.store.value == "adjoint" and self.precision == "float32":
+        ran slower bounded (0.146 ms vs 0.138). Blocks of fewer than 256 threads (n_fft below
+        512) keep the compiler's choice: their bound would ask for more blocks an SM than
+        the 32 it runs."""
+        adjoint = self.store.ola_hop and self.store.value == "adjoint"
+        if adjoint and self.precision == "float32" and self.block_threads >= 256:
             return max(1, OLA_THREADS_PER_SM // self.block_threads)
         plain = not self.load.frames and not self.store.reduce and self.precision == "float32"
         radix_16 = bool(self.radices) and self.radices[0] >= 16
