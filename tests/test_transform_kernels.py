@@ -377,6 +377,7 @@ def test_fused_adjoint_overlap_add_needs_a_block_of_frames():
     assert not fusable(1024, 256, 512, "float32", 2**23, 2**31)  # seam indices past 2 ** 31
     # the float32 adjoint kernel keeps registers for 3 blocks of 512 threads an SM (a reflect
     # padding's took 46 registers, 2 blocks, unbounded); the istft's runs unbounded
+    from specux.kernels import fft_exec
     from specux.kernels.fft_exec import _adjoint_ola_spec, _ola_spec
 
     adjoint = _adjoint_ola_spec(1024, 256, "float32", "float32", "float32", True, False,
@@ -385,6 +386,19 @@ def test_fused_adjoint_overlap_add_needs_a_block_of_frames():
     small = _adjoint_ola_spec(64, 16, "float32", "float32", "float32", True, False, "indexed", 2)
     assert small.block_threads < 256 and small.min_blocks == 1
     assert _ola_spec(1024, 256, "float32", "float32", "float32", True, True).min_blocks == 1
+    # one condition (fft_exec.ola_fusable) for both kernels: the same frames a block
+    for n_fft, hop, precision in [(1024, 256, "float32"), (1024, 61, "float32"),
+                                  (1024, 60, "float32"), (16, 5, "float64"), (400, 7, "float64"),
+                                  (512, 128, "float64"), (18, 7, "float32")]:  # fmt: skip
+        args = (n_fft, hop, precision, precision, precision, True, False)
+        try:
+            frames = _adjoint_ola_spec(*args, "constant", 0).per_block
+        except ValueError:
+            frames = None
+        if fft_exec.ola_fusable(n_fft, hop, precision):
+            assert frames == _ola_spec(*args).per_block, (n_fft, hop)
+        else:
+            assert frames is None, (n_fft, hop)
     with pytest.raises(ValueError, match="does not overlap-add in its kernel"):
         transform_exec.stft(emulate.HostBackend(), np.zeros((1, 2000)), np.zeros((1, 2000)),
                             np.ones(1024), signals=1, sig_len=2000, n_fft=1024, hop=32,

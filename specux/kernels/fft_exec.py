@@ -329,7 +329,7 @@ def stft_1d(
     bank tables of B^T (:func:`transform_exec.bank_tables`; one band per bin), whose padded
     width ``expand_terms`` gives (0: not known; the kernel then loops over each bin's terms).
 
-    ``value`` "adjoint" with ``ola`` (:func:`adjoint_ola_fusable`; ``ola.frames`` is
+    ``value`` "adjoint" with ``ola`` (:func:`ola_fusable`; ``ola.frames`` is
     ``framing.frames``): the frames overlap-added in the kernel too, as the istft's are
     (:func:`istft_1d`, without an envelope): ``dst`` holds contiguous rows of ``ola.out_len``
     samples, padded positions [``ola.start``, ``ola.stop``) of the overlap-add: the padding's
@@ -383,10 +383,12 @@ def _ola_spec(n: int, hop: int, precision: str, src_storage: str, dst_storage: s
 
 @functools.lru_cache(maxsize=256)
 def ola_fusable(n: int, hop: int, precision: str) -> bool:
-    """Whether the istft of ``n``-point one-sided frames ``hop`` apart runs as one c2r block
-    kernel with the overlap-add in it (:func:`istft_1d`): an even smooth length whose half
-    fits a block, and a hop with which plan.ola_frames finds a block of frames."""
-    if n % 2 or factorize(n) is None or not block_fits(n // 2, precision):
+    """Whether ``n``-point frames ``hop`` apart are overlap-added in their block kernel: the
+    istft's c2r kernel (:func:`istft_1d`) and the fused stft adjoint (:func:`stft_1d`'s
+    ``ola``) alike -- an even smooth length whose half fits a block (:func:`adjoint_fusable`),
+    and a hop with which plan.ola_frames finds a block of frames (both kernels take
+    plan.even_radices, so the same threads a frame)."""
+    if not adjoint_fusable(n, precision):
         return False
     try:
         _ola_spec(n, hop, precision, precision, precision, False, False)
@@ -403,21 +405,6 @@ def _adjoint_ola_spec(n: int, hop: int, precision: str, src_storage: str, dst_st
     store = StoreSpec(USER, "real", dst_storage, scaled=scaled, logical=n, value="adjoint",
                       expand=expand, ola_hop=hop)  # fmt: skip
     return block(n // 2, -1, precision, load, store, pack="r2c", unit_in=unit_in)
-
-
-@functools.lru_cache(maxsize=256)
-def adjoint_ola_fusable(n: int, hop: int, precision: str) -> bool:
-    """Whether the fused adjoint of an ``n``-point stft (:func:`adjoint_fusable`) with frames
-    ``hop`` apart overlap-adds them in its kernel (:func:`stft_1d`'s ``ola``): a hop with
-    which plan.ola_frames finds a block of frames."""
-    if not adjoint_fusable(n, precision):
-        return False
-    try:
-        _adjoint_ola_spec(n, hop, precision, precision, precision, True, False, "constant",
-                          0)  # fmt: skip
-    except ValueError:
-        return False
-    return True
 
 
 def istft_1d(backend: Backend, src: Any, dst: Any, window: Any, envelope: Any, *, n: int,
@@ -450,8 +437,8 @@ def _istft_program(n, ola, signals, scale, precision, src_storage, dst_storage,
     seams = backend.scratch(max(1, signals * (groups + 1) * overlap), precision)  # 2 reals each
     args = _block_args(backend, _SRC, _DST, None, None, None, signals * cols, scale, src_strides,
                        _rows(n), cols, 0, 1, 0, 1, n, n, n, 0, window=_WINDOW,
-                       ola=(ola.frames, ola.out_len, ola.start, ola.stop, _ENVELOPE,
-                            seams))  # fmt: skip
+                       ola=(ola.frames, ola.out_len, ola.start, ola.stop, _ENVELOPE, seams,
+                            None))  # fmt: skip
     _launch_block(backend, spec, signals * cols, args)
     _seam_gather(backend, seams, ola, signals, per, n, scale, precision, dst_storage, _ENVELOPE)
     return program
@@ -646,7 +633,7 @@ def _block_args(
     bank: BankReduce | CotangentStore | None = None, window: Any = None, ola: tuple = (),
 ):  # fmt: skip
     """The launch arguments of a block kernel (codegen.block.BLOCK_PARAMS); ``window`` for
-    the overlap-add, ``ola`` its (frames, out_len, start, stop, envelope, seams[, edges])."""
+    the overlap-add, ``ola`` its (frames, out_len, start, stop, envelope, seams, edges)."""
 
     def ptr(buffer):
         return backend.pointer(buffer) if buffer is not None else 0
@@ -657,7 +644,6 @@ def _block_args(
         frame_args = (framing.sig_len, framing.pad, ptr(_PAD_TABLE), ptr(_WINDOW))
     elif window is not None:
         frame_args = (0, 0, 0, ptr(window))
-    ola = (*ola, None) if len(ola) == 6 else ola  # no edges
     ola_args = (*ola[:4], *map(ptr, ola[4:])) if ola else (0,) * 7
     bank_args: tuple = (0, 0, 0, 0, 0.0, 0.0)
     if isinstance(bank, BankReduce):
@@ -762,5 +748,5 @@ def _passes(backend, n, sign, precision, load, store, src, dst, scale, src_strid
 
 
 __all__ = ["CANONICAL", "BankReduce", "Framing", "OverlapAdd", "Strides", "adjoint_fusable",
-           "adjoint_ola_fusable", "istft_1d", "ola_fusable", "stage_radices", "stft_1d",
-           "stft_fusable", "transform_1d"]  # fmt: skip
+           "istft_1d", "ola_fusable", "stage_radices", "stft_1d", "stft_fusable",
+           "transform_1d"]  # fmt: skip

@@ -37,7 +37,6 @@ from specux.kernels.fft_exec import (
     stft_fusable,
     transform_1d,
 )
-from specux.kernels.fft_exec import adjoint_ola_fusable as adjoint_ola_fusable_1d
 from specux.meta import filters, matrices
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_n_frames
@@ -123,14 +122,24 @@ def overlap_add(backend, src, dst, *, rows: int, sig_len: int, frame_len: int, h
     _launch(backend, spec, rows * sig_len, _args(backend, src, dst, window, **common))
     if not folds(pad, mode) or sig_len == 0:
         return
-    targets, offsets, positions = (
-        backend.constant(("fold", part, sig_len, pad, mode), values)
-        for part, values in zip("top", fold_table(sig_len, pad, mode))
-    )
-    size = len(fold_table(sig_len, pad, mode)[0])
+    size, tables = _fold_tables(backend, sig_len, pad, mode)
     spec = GatherSpec("fold", storage, precision)
-    args = _args(backend, src, dst, targets, offsets, positions, size=size, **common)
+    args = _args(backend, src, dst, *tables, size=size, **common)
     _launch(backend, spec, rows * size, args)
+
+
+def _fold_tables(backend, sig_len: int, pad: int, mode: str) -> tuple[int, tuple]:
+    """(targets, the device's (targets, offsets, positions)) of :func:`fold_table`."""
+    host = fold_table(sig_len, pad, mode)
+    tables = tuple(backend.constant(("fold", part, sig_len, pad, mode), values)
+                   for part, values in zip("top", host))  # fmt: skip
+    return len(host[0]), tables
+
+
+def _check_pairs(backend, window, precision: str, what: str) -> None:
+    """The overlap-add kernels read the window in aligned pairs of values."""
+    if backend.pointer(window) % (16 if precision == "float64" else 8):
+        raise ValueError(f"{what} reads the window in aligned pairs of values")
 
 
 def istft_overlap_add(backend, frames, dst, window, envelope, *, rows: int, count: int,
@@ -166,8 +175,7 @@ def istft(backend, spectrum, dst, window, envelope, *, signals: int, strides: tu
     reciprocals), 0 after: :func:`istft_overlap_add` of the inverse FFT's frames (scaled by
     ``scale``) up to rounding -- the scale applies to each sum rather than each frame, and
     two blocks' frames are summed apart at the seams."""
-    if backend.pointer(window) % (16 if precision == "float64" else 8):
-        raise ValueError("the istft kernel reads the window in aligned pairs of values")
+    _check_pairs(backend, window, precision, "the istft kernel")
     signal, bin_, frame_ = strides
     ola = OverlapAdd(hop, count, out_len, start, stop)
     istft_1d(backend, spectrum, dst, window, envelope, n=n_fft, ola=ola, signals=signals,
@@ -243,13 +251,11 @@ def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, h
         if not adjoint_ola_fusable(n_fft, hop, pad, precision, count, sig_len):
             raise ValueError(f"the adjoint of a {n_fft}-point stft with hop {hop} does not "
                              "overlap-add in its kernel")  # fmt: skip
-        if backend.pointer(window) % (16 if precision == "float64" else 8):
-            raise ValueError("the overlap-add reads the window in aligned pairs of values")
-        fold = len(fold_table(sig_len, pad, mode)[0]) if folds(pad, mode) else 0
+        _check_pairs(backend, window, precision, "the overlap-add")
+        fold = 0
+        if folds(pad, mode):
+            fold, fold_tables = _fold_tables(backend, sig_len, pad, mode)
         ola = OverlapAdd(hop, count, sig_len, pad, pad + sig_len, fold)
-        if fold:
-            fold_tables = tuple(backend.constant(("fold", part, sig_len, pad, mode), values)
-                                for part, values in zip("top", fold_table(sig_len, pad, mode)))
     stft_1d(backend, src, dst, window, table, n=n_fft, framing=framing, signals=signals,
             onesided=onesided, value=value, eps=eps, scale=scale, precision=precision,
             src_storage=src_storage, dst_storage=dst_storage,
@@ -262,11 +268,10 @@ def stft(backend, src, dst, window, *, signals: int, sig_len: int, n_fft: int, h
 def adjoint_ola_fusable(n_fft: int, hop: int, pad: int, precision: str, count: int,
                         sig_len: int) -> bool:  # fmt: skip
     """Whether :func:`stft`'s fused adjoint (value "adjoint") overlap-adds its ``count``
-    frames of signals of ``sig_len`` samples in its kernel (``overlap_add``): a hop with which
-    fft_exec.adjoint_ola_fusable holds (any padding: what folds back goes through the fold
-    gather) and sizes whose seam gather indices stay below 2 ** 31."""
-    small = count * hop + n_fft + sig_len + 2 * pad < 2**31
-    return small and adjoint_ola_fusable_1d(n_fft, hop, precision)
+    frames of signals of ``sig_len`` samples in its kernel (``overlap_add``): the istft's
+    condition (:func:`istft_fusable`, the same overlap-add and seam gather) with the padded
+    signal as its output (any padding: what folds back goes through the fold gather)."""
+    return istft_fusable(n_fft, hop, precision, True, count, sig_len + 2 * pad)
 
 
 # Overlap-save convolution (fftconvolve of real operands on the GPU, both CUDA routes)

@@ -285,10 +285,11 @@ def _adjoint_store_lambda(spec: BlockSpec) -> str:
 
 
 def _unpack_lambda(spec: BlockSpec) -> list[str]:
-    """``unpack(base, g0, k)``: point k of the c2r kernel's packed transform, :data:`_TANGLE` of
-    a = X[k] and b = conj X[n - k] read from the row's half spectrum of n + 1 bins (b = X[n]
-    for k = 0; DC's and Nyquist's imaginary parts dropped: the Hermitian load's mirror of a
-    2n-point signal, whose logical length is always 2n here, with the indices known)."""
+    """``unpack(base, g0, k)``: point k of the c2r kernel's packed transform,
+    :func:`_tangle_lines` of a = X[k] and b = conj X[n - k] read from the row's half spectrum
+    of n + 1 bins (b = X[n] for k = 0; DC's and Nyquist's imaginary parts dropped: the
+    Hermitian load's mirror of a 2n-point signal, whose logical length is always 2n here,
+    with the indices known)."""
     if spec.split or spec.load.valid or spec.load.table or spec.load.mode != "hermitian":
         raise ValueError("a c2r kernel reads a whole half spectrum")
     in_t = _storage_type(spec.load.storage, "complex")
@@ -299,7 +300,7 @@ def _unpack_lambda(spec: BlockSpec) -> list[str]:
         f"        cpx a = to_cpx(row[(long long)k{step}]);",
         f"        cpx b = to_cpx(row[(long long)({spec.n} - k){step}]);",
         "        if (k == 0) { a.im = (real_t)0; b.im = (real_t)0; } else { b.im = -b.im; }",
-        *[f"        {line}" for line in _TANGLE],
+        *[f"        {line}" for line in _tangle_lines()],
         "        return z;",
         "    };",
     ]
@@ -501,13 +502,15 @@ def _untangle_lines(root: str = "tw(bin, 0)") -> tuple[str, ...]:
     )
 
 
-# Its inverse (c2r's load): Z[k] (``z``) of the packed n-point transform from ``a`` = X[k]
-# and ``b`` = conj X[n - k] (X[n] for k = 0; DC's and Nyquist's imaginary parts dropped):
-# Z[k] = (a + b) + i W^k (a - b), W = exp(+2 pi i / 2n) (``tw`` of an inverse kernel).
-_TANGLE = (
-    "const cpx d = cmul(tw(k, 0), csub(a, b));",
-    "cpx z = {a.re + b.re - d.im, a.im + b.im + d.re};",
-)
+def _tangle_lines(root: str = "tw(k, 0)") -> tuple[str, ...]:
+    """The inverse of :func:`_untangle_lines` (c2r's load): Z[k] (``z``) of the packed n-point
+    transform from ``a`` = X[k] and ``b`` = conj X[n - k] (X[n] for k = 0; DC's and
+    Nyquist's imaginary parts dropped): Z[k] = (a + b) + i W^k (a - b), W = exp(+2 pi i / 2n);
+    ``root`` reads W^k (``tw`` of an inverse kernel)."""
+    return (
+        f"const cpx d = cmul({root}, csub(a, b));",
+        "cpx z = {a.re + b.re - d.im, a.im + b.im + d.re};",
+    )
 
 
 def _untangle(spec: BlockSpec, k: str, za: str, zb: str, offset: int = 0) -> list[str]:
@@ -661,7 +664,7 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     each bin's cotangent (:func:`_cotangent`; its factor from ``factors``, n + 1 per
     transform, or with StoreSpec.expand the bank's transpose applied to the transform's
     row of ``n_bands`` values there, summed as the bank gather kernel sums) and tangles the
-    two back (:data:`_TANGLE`, the c2r kernel's load) into the same two slots, in place;
+    two back (:func:`_tangle_lines`, the c2r kernel's load) into the same two slots, in place;
     then the inverse stages (conjugate roots) run on them and store the real samples through
     the window (:func:`_adjoint_store_lambda`), or with StoreSpec.ola_hop leave them in the
     slot for :func:`_overlap_add` (the frame's row of factors is then its signal's frame
@@ -709,8 +712,6 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
             f" + (live ? {row} * {n + 1}LL : 0);  // the transform's factors",
             "    auto factor_of = [&](int g) -> real_t { return grow[g]; };",
         ]
-    # W^bin (``w``, read once a bin: the untangle's root, conjugated the tangle's)
-    tangle = [line.replace("tw(k, 0)", "cpx{w.re, -w.im}") for line in _TANGLE]
     lines = [
         *factor,
         "    auto untangled = [&](cpx w, cpx za, cpx zb) -> cpx {",
@@ -726,7 +727,8 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
         "        cpx w = (tw_table + k)[offset]; w.im = -w.im; return w;",
         "    };",
         "    auto tangled = [&](cpx w, cpx a, cpx b) -> cpx {",
-        *[f"        {line}" for line in tangle],
+        # W^bin read once a bin (``w``): the untangle's root, conjugated the tangle's
+        *[f"        {line}" for line in _tangle_lines("cpx{w.re, -w.im}")],
         "        return z;",
         "    };",
         f"    for (int r = 0; r < {-(-pairs // threads)}; ++r) {{  // pair j: slots j and n - j",
@@ -950,8 +952,11 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         "        const long long q = u / inner;",
         "        return q * outer + (u - q * inner) * istride;",
         "    };",
-        _load_lambda(spec),
     ]
+    if spec.pack == "c2r":  # its loads read the half spectrum themselves (_unpack_lambda)
+        body += _unpack_lambda(spec)
+    else:
+        body.append(_load_lambda(spec))
     if not spec.store.ola_hop:  # the overlap-add stores no values itself
         body.append(_store_lambda(spec))
     if spec.twist:
@@ -964,8 +969,6 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
             f"        cpx w = {{(real_t)c, (real_t)({sign}s)}};\n"
             "        return w;\n    };"
         )
-    if spec.pack == "c2r":
-        body += _unpack_lambda(spec)
     if per_block == 1:
         body += ["    const int t = tid;", "    const int s = 0;"]
     else:
