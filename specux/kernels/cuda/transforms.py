@@ -87,13 +87,17 @@ def named_window(backend: TorchCudaBackend, window: WindowSpec, win_length: int,
 def full_window(p: StftParams, window: torch.Tensor | None, precision: str,
                 backend: TorchCudaBackend) -> torch.Tensor:  # fmt: skip
     """The n_fft-point window in the compute precision on the backend's device: a named one
-    is the CPU backend's (float64, rounded once, cached) uploaded once; a tensor is padded."""
+    is the CPU backend's (float64, rounded once, cached) uploaded once; a tensor is padded,
+    contiguous and aligned to a pair of values (the overlap-add kernels read it in pairs; a
+    user's view of an odd offset is copied)."""
     if window is None:
         return named_window(backend, p.window, p.win_length, p.n_fft, precision)
     left = centered_offset(p.win_length, p.n_fft)
     full = torch.nn.functional.pad(window.to(_dtype(precision)),
-                                   (left, p.n_fft - p.win_length - left))  # fmt: skip
-    return full.contiguous()
+                                   (left, p.n_fft - p.win_length - left)).contiguous()  # fmt: skip
+    if full.data_ptr() % (2 * full.element_size()):
+        full = full.clone()
+    return full
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,8 +221,6 @@ def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tenso
                                     out_length):  # fmt: skip
         # the leading axes as one (a view where they collapse), any strides of the others
         spec = spec.resolve_conj().resolve_neg().reshape(-1, *spec.shape[-2:])
-        if w.data_ptr() % (2 * w.element_size()):  # a user's view: read in pairs, aligned
-            w = w.clone()
         transform_exec.istft(backend, spec, out, w, envelope, signals=rows,
                              strides=tuple(spec.stride()), n_fft=p.n_fft, hop=p.hop_length,
                              scale=axis_scale(p.n_fft, p.fft_norm, True), **bounds)  # fmt: skip
@@ -371,8 +373,6 @@ def power_adjoint(x: torch.Tensor, window, p: StftParams, power: float, grad: to
                                           length):  # fmt: skip
         out = torch.empty((*factors.shape[:-2], length), dtype=_dtype(precision),
                           device=x.device)  # fmt: skip
-        if w.data_ptr() % (2 * w.element_size()):  # a user's view: read in pairs, aligned
-            w = w.clone()
         if out.numel() and count:
             transform_exec.stft(backend, xd, out, w, value="adjoint", overlap_add=True,
                                 inverse_scale=axis_scale(p.n_fft, dual_norm(p.fft_norm), True),
