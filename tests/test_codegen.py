@@ -247,8 +247,36 @@ def test_shared_layout_model_and_choice():
             spec = plan.block(n, -1, precision, plan.LoadSpec(), plan.StoreSpec())
             assert spec.shift >= plan.SKEW[precision]
             assert 0 <= spec.slot_extra < 32 // (plan._COMPLEX_BYTES[precision] // 4)
-    staged = plan.block(1000, -1, "float32", plan.LoadSpec(), plan.StoreSpec(), load_staged=True)
-    assert (staged.shift, staged.slot_extra) == (4, 0)  # staged transfers keep the default
+
+
+def test_staged_layout_spreads_the_transfers_over_the_banks():
+    """plan.staged_layout: the staged transfers move point j of 8 consecutive slots in a
+    warp's lanes; with the istft kernel's 544-point slots (a multiple of 32 banks) they take
+    4x the wavefronts of a conflict-free access, with 2 pad slots after each transform none
+    more (the stage exchanges, a slot per warp, unchanged); other lengths take the extra
+    with the fewest modeled wavefronts of transfers and exchanges together."""
+    load, store = plan.LoadSpec(mode="hermitian"), plan.StoreSpec(ola_hop=256)
+    spec = plan.block(512, 1, "float32", load, store, load_staged=True, pack="c2r")
+    assert (spec.radices, spec.threads, spec.per_block) == ((8, 8, 8), 64, 8)
+    transfers = plan._transfer_accesses(512, spec.threads, spec.per_block)
+    ideal = transfers[3] * 2  # 32 lanes x 8 bytes: two wavefronts a group
+    assert plan._wavefronts(transfers, 512, "float32", 4, 0) == 4 * ideal
+    assert (spec.shift, spec.slot_extra) == (4, 2)
+    assert plan._wavefronts(transfers, 512, "float32", 4, 2) == ideal
+    exchanges = plan._exchange_accesses(512, spec.radices, spec.threads, spec.per_block)
+    assert plan._wavefronts(exchanges, 512, "float32", 4, 2) == plan._wavefronts(
+        exchanges, 512, "float32", 4, 0)
+    assert spec.shared_bytes == 8 * (544 + 2) * 8
+    for n, precision in ((64, "float32"), (128, "float32"), (1000, "float32"),
+                         (512, "float64"), (2048, "float32")):  # fmt: skip
+        spec = plan.block(n, -1, precision, plan.LoadSpec(), plan.StoreSpec(), load_staged=True)
+        both = plan._merged(plan._transfer_accesses(n, spec.threads, spec.per_block),
+                            plan._exchange_accesses(n, spec.radices, spec.threads,
+                                                    spec.per_block))  # fmt: skip
+        counts = [plan._wavefronts(both, n, precision, plan.SKEW[precision], extra)
+                  for extra in range(128 // plan._COMPLEX_BYTES[precision])]  # fmt: skip
+        assert spec.shift == plan.SKEW[precision]
+        assert counts[spec.slot_extra] == min(counts) < counts[0], (n, precision)
 
 
 def test_register_bound_of_the_radix_16_block_kernels():

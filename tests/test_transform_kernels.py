@@ -376,7 +376,7 @@ def test_fused_adjoint_overlap_add_needs_a_block_of_frames():
     assert not fusable(1023, 256, 511, "float32", 626, 160000)  # no packed kernel
     assert not fusable(1024, 256, 512, "float32", 2**23, 2**31)  # seam indices past 2 ** 31
     # the float32 adjoint kernel keeps registers for 3 blocks of 512 threads an SM (a reflect
-    # padding's took 46 registers, 2 blocks, unbounded); the istft's runs unbounded
+    # padding's took 46 registers, 2 blocks, unbounded); the istft's for 4 (a full SM)
     from specux.kernels import fft_exec
     from specux.kernels.fft_exec import _adjoint_ola_spec, _ola_spec
 
@@ -385,7 +385,9 @@ def test_fused_adjoint_overlap_add_needs_a_block_of_frames():
     assert (adjoint.block_threads, adjoint.min_blocks) == (512, 3)
     small = _adjoint_ola_spec(64, 16, "float32", "float32", "float32", True, False, "indexed", 2)
     assert small.block_threads < 256 and small.min_blocks == 1
-    assert _ola_spec(1024, 256, "float32", "float32", "float32", True, True).min_blocks == 1
+    istft = _ola_spec(1024, 256, "float32", "float32", "float32", True, True)
+    assert (istft.block_threads, istft.min_blocks) == (512, 4)
+    assert _ola_spec(1024, 256, "float64", "float64", "float64", True, True).min_blocks == 1
     # one condition (fft_exec.ola_fusable) for both kernels: the same frames a block
     for n_fft, hop, precision in [(1024, 256, "float32"), (1024, 61, "float32"),
                                   (1024, 60, "float32"), (16, 5, "float64"), (400, 7, "float64"),

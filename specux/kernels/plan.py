@@ -309,6 +309,53 @@ def _wavefronts(accesses, n: int, precision: str, shift: int, extra: int) -> int
     return int(np.bincount(key, minlength=count * 32).reshape(count, 32).max(axis=1).sum())
 
 
+def _transfer_accesses(n: int, threads: int, per_block: int):
+    """(slot, point index, access group) of the staged transfers of a block kernel
+    (codegen.block.render_block): in round r thread tid moves point (tid + r * block threads)
+    / per_block of slot tid % per_block, one group per (round, warp)."""
+    block_threads = threads * per_block
+    tid = np.arange(block_threads)
+    warps = -(-block_threads // 32)
+    rounds = n * per_block // block_threads
+    index = tid[None, :] + np.arange(rounds)[:, None] * block_threads
+    groups = np.arange(rounds)[:, None] * warps + tid[None, :] // 32
+    slots = np.broadcast_to(tid % per_block, index.shape)
+    return slots.ravel(), (index // per_block).ravel(), groups.ravel(), rounds * warps
+
+
+def _merged(*accesses):
+    """Access lists of :func:`_exchange_accesses` / :func:`_transfer_accesses` as one, their
+    groups kept apart."""
+    slots, points, groups, count = [], [], [], 0
+    for s, p, g, c in accesses:
+        slots.append(s)
+        points.append(p)
+        groups.append(g + count)
+        count += c
+    return np.concatenate(slots), np.concatenate(points), np.concatenate(groups), count
+
+
+@functools.lru_cache(maxsize=1024)
+def staged_layout(n: int, radices: tuple[int, ...], threads: int, per_block: int,
+                  precision: str) -> int:  # fmt: skip
+    """The pad slots after each transform (``extra``; the shift stays :data:`SKEW`) of a
+    kernel with staged transfers, which interleave the block's transforms: consecutive
+    threads move the same point of consecutive slots, so with slots a multiple of 32 banks
+    apart (the 512-point float32 transform's 544 complex values) the 8 slots of a warp's
+    32 lanes share 8 banks (4x the wavefronts of a conflict-free access). The extra with the
+    fewest modeled wavefronts of the transfers and the stage exchanges together
+    (:func:`_wavefronts`), ties to the fewest."""
+    if per_block == 1:
+        return 0
+    accesses = [_transfer_accesses(n, threads, per_block)]
+    if len(radices) >= 2:
+        accesses.append(_exchange_accesses(n, radices, threads, per_block))
+    merged = _merged(*accesses)
+    shift = SKEW[precision]
+    return min(range(128 // _COMPLEX_BYTES[precision]),
+               key=lambda extra: (_wavefronts(merged, n, precision, shift, extra), extra))
+
+
 @functools.lru_cache(maxsize=1024)
 def shared_layout(n: int, radices: tuple[int, ...], threads: int, per_block: int,
                   precision: str) -> tuple[int, int]:  # fmt: skip
@@ -438,13 +485,18 @@ class BlockSpec:
         n_fft 1024) is bounded to OLA_THREADS_PER_SM threads: for a reflect-padded stft it took
         46 registers, 2 blocks an SM, and ran about as slowly as the frames + gathers it
         replaced (H200, graph replays: mel forward + backward 0.455 ms; 0.429 bounded, 40
-        registers and 3 blocks as with the constant padding). The istft's (32 registers)
-        ran slower bounded (0.146 ms vs 0.138). Blocks of fewer than 256 threads (n_fft below
+        registers and 3 blocks as with the constant padding). The istft's c2r kernel with
+        the overlap-add (radix <= 8 stages) is bounded to ISTFT_THREADS_PER_SM, a full SM:
+        it took 32 registers unbounded until its block's signal and frame became a 32-bit
+        division at its start (39 registers, 3 blocks an SM, then); bounded to 3 blocks it
+        had run slower (0.146 ms vs 0.138). Blocks of fewer than 256 threads (n_fft below
         512) keep the compiler's choice: their bound would ask for more blocks an SM than
         the 32 it runs."""
-        adjoint = self.store.ola_hop and self.store.value == "adjoint"
-        if adjoint and self.precision == "float32" and self.block_threads >= 256:
+        ola = self.store.ola_hop and self.precision == "float32" and self.block_threads >= 256
+        if ola and self.store.value == "adjoint":
             return max(1, OLA_THREADS_PER_SM // self.block_threads)
+        if ola and self.pack == "c2r" and max(self.radices) <= 8 and ISTFT_THREADS_PER_SM:
+            return max(1, ISTFT_THREADS_PER_SM // self.block_threads)
         plain = not self.load.frames and not self.store.reduce and self.precision == "float32"
         radix_16 = bool(self.radices) and self.radices[0] >= 16
         if plain and radix_16 and self.n <= 1024 and self.block_threads <= 256:
@@ -496,8 +548,10 @@ def block(
         if not (pack == "c2r" or adjoint) or per_block is None:
             raise ValueError(f"no overlap-add block kernel of {2 * n} points, hop "
                              f"{store.ola_hop}, in {precision}")  # fmt: skip
+        extra = staged_layout(n, radices, threads, per_block, precision) if load_staged else 0
         return BlockSpec(n, radices, sign, precision, threads, per_block, load, store,
-                         load_staged, False, pack, unit_in=unit_in)  # fmt: skip
+                         load_staged, False, pack, unit_in=unit_in,
+                         slot_extra=extra)  # fmt: skip
     # About 256 threads a block; staged transfers want >= 32 contiguous bytes per row (a whole
     # sector), for which they may take up to a block's 1024 threads and 150 KiB.
     per_block = max(1, 256 // threads)
@@ -508,7 +562,9 @@ def block(
     while per_block > 1 and per_block * row_bytes > (150 if staged else 100) * 1024:
         per_block -= 1
     shift, extra = SKEW[precision], 0
-    if not staged:  # staged transfers interleave the transforms: they keep the default
+    if staged:  # staged transfers interleave the transforms
+        extra = staged_layout(n, radices, threads, per_block, precision)
+    else:
         shift, extra = shared_layout(n, radices, threads, per_block, precision)
     return BlockSpec(n, radices, sign, precision, threads, per_block, load, store,
                      load_staged, store_staged, pack, split, twist, unit_in, unit_out,
@@ -525,6 +581,7 @@ def expand_count(width: int) -> int:
 
 OLA_FRAMES = 8  # the fewest frames of an overlap-add block kernel
 OLA_THREADS_PER_SM = 1536  # the float32 fused adjoint's register bound (BlockSpec.min_blocks)
+ISTFT_THREADS_PER_SM = 2048  # the float32 istft kernel's (32 registers a thread)
 OLA_SHARED = 100 * 1024  # its most shared memory
 
 

@@ -285,24 +285,72 @@ def _adjoint_store_lambda(spec: BlockSpec) -> str:
 
 
 def _unpack_lambda(spec: BlockSpec) -> list[str]:
-    """``unpack(base, g0, k)``: point k of the c2r kernel's packed transform,
-    :func:`_tangle_lines` of a = X[k] and b = conj X[n - k] read from the row's half spectrum
-    of n + 1 bins (b = X[n] for k = 0; DC's and Nyquist's imaginary parts dropped: the
-    Hermitian load's mirror of a 2n-point signal, whose logical length is always 2n here,
-    with the indices known)."""
+    """The c2r kernel's reads of the row's half spectrum of n + 1 bins X (the Hermitian
+    load's mirror of a 2n-point signal, whose logical length is always 2n here, with the
+    indices known): ``tangle(a, b, k)``, point k of the packed transform from a = X[k] and
+    b = conj X[n - k] (:func:`_tangle_lines`; b = X[n] for k = 0, DC's and Nyquist's
+    imaginary parts dropped), and for the loads of the first stage ``unpack(base, g0, k)``,
+    which reads them. Staged loads read a bin pair once for both its points instead
+    (:func:`_c2r_staged_loads`)."""
     if spec.split or spec.load.valid or spec.load.table or spec.load.mode != "hermitian":
         raise ValueError("a c2r kernel reads a whole half spectrum")
+    lines = [
+        "    auto tangle = [&](const cpx a, const cpx b, int k) -> cpx {",
+        *[f"        {line}" for line in _tangle_lines()],
+        "        return z;",
+        "    };",
+    ]
+    if spec.load_staged:
+        return lines
     in_t = _storage_type(spec.load.storage, "complex")
     step = "" if spec.unit_in else " * in_elem_stride"
-    return [
+    return lines + [
         "    auto unpack = [&](long long base, long long g0, int k) -> cpx {",
         f"        const {in_t}* const row = (const {in_t}*)in_ptr + base + g0{step};",
         f"        cpx a = to_cpx(row[(long long)k{step}]);",
         f"        cpx b = to_cpx(row[(long long)({spec.n} - k){step}]);",
         "        if (k == 0) { a.im = (real_t)0; b.im = (real_t)0; } else { b.im = -b.im; }",
-        *[f"        {line}" for line in _tangle_lines()],
-        "        return z;",
+        "        return tangle(a, b, k);",
         "    };",
+    ]
+
+
+def _c2r_staged_loads(spec: BlockSpec) -> list[str]:
+    """The staged loads of a c2r kernel (into ``xfer``, :func:`render_block`): job k of a
+    slot reads bins p = X[k] and q = X[n - k] once and stores points k (a = p, b = conj q)
+    and n - k (a = q, b = conj p) of the packed transform; job 0 points 0 (X[0], X[n], their
+    imaginary parts dropped) and, for an even n, n / 2 (X[n / 2] and its conjugate). The
+    values are :func:`_unpack_lambda`'s, from half the global reads; a dead slot's are 0."""
+    n, per_block, threads = spec.n, spec.per_block, spec.block_threads
+    jobs = (n + 1) // 2
+    in_t = _storage_type(spec.load.storage, "complex")
+    step = "" if spec.unit_in else " * in_elem_stride"
+    lines = [
+        f"    const {in_t}* const row2 = (const {in_t}*)in_ptr + in_base2 + in_g2{step};",
+        f"    for (int r = 0; r < {-(-jobs * per_block // threads)}; ++r) {{",
+        f"        const int k = (tid + r * {threads}) / {per_block};",
+    ]
+    if jobs * per_block % threads:
+        lines.append(f"        if (k >= {jobs}) break;")
+    lines += [
+        "        cpx p = {0, 0}, q = {0, 0};",
+        f"        if (live2) {{ p = to_cpx(row2[(long long)k{step}]); "
+        f"q = to_cpx(row2[(long long)({n} - k){step}]); }}",
+        "        if (k == 0) {",
+        "            p.im = (real_t)0; q.im = (real_t)0;",
+        "            xfer[skew(0)] = tangle(p, q, 0);",
+    ]
+    if n % 2 == 0:
+        lines += [
+            f"            const cpx h = live2 ? to_cpx(row2[{n // 2}LL{step}]) : cpx{{0, 0}};",
+            f"            xfer[skew({n // 2})] = tangle(h, cpx{{h.re, -h.im}}, {n // 2});",
+        ]
+    return lines + [
+        "        } else {",
+        "            xfer[skew(k)] = tangle(p, cpx{q.re, -q.im}, k);",
+        f"            xfer[skew({n} - k)] = tangle(q, cpx{{p.re, -p.im}}, {n} - k);",
+        "        }",
+        "    }",
     ]
 
 
@@ -312,13 +360,26 @@ def _user_row(spec: BlockSpec, b: str) -> str:
     return f"{b} / cols" if spec.split and not spec.load.frames else b
 
 
+def _ola_block(spec: BlockSpec) -> list[str]:
+    """The signal ``bsig`` and the first frame ``c0`` of an overlap-add kernel's block (its
+    frames are one signal's; ``cols``, the frames a signal, rounded up to whole blocks),
+    ``bpos`` its place among the signal's blocks: a 32-bit division (blocks, and each
+    signal's frames times the hop, stay below 2 ** 31: transform_exec.istft_fusable)."""
+    return [
+        f"    const unsigned per_sig = (unsigned)(cols / {spec.per_block});  // blocks a signal",
+        "    const unsigned bpos = (unsigned)block % per_sig;",
+        "    const long long bsig = (unsigned)block / per_sig;",
+        f"    const long long c0 = (long long)bpos * {spec.per_block};",
+    ]
+
+
 def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
     """Row bases and logical offsets of the transform in block slot ``slot``."""
     p = prefix
     lines = [f"    const long long b{p} = block * {spec.per_block}LL + {slot};"]
-    if spec.store.ola_hop:  # frame c of signal sig (cols: its frames rounded up to blocks)
+    if spec.store.ola_hop:  # frame c of signal sig: the block's (_ola_block)
         lines += [
-            f"    const long long sig{p} = b{p} / cols, c{p} = b{p} - sig{p} * cols;",
+            f"    const long long sig{p} = bsig, c{p} = c0 + {slot};",
             f"    const bool live{p} = b{p} < batch && c{p} < frames;",
         ]
         if spec.load.frames:  # the adjoint: the frame's samples start at c * hop - pad
@@ -846,25 +907,28 @@ def _overlap_add(spec: BlockSpec) -> list[str]:
         scale = " * (real_t)factor"
     else:
         scale = " * (real_t)scale" if spec.store.scaled else ""
-    value = f"acc{scale}" if adjoint else f"i < divided ? acc{scale} * env[i] : (real_t)0"
+    value = (f"acc{scale}" if adjoint
+             else f"(unsigned)i < divided ? acc{scale} * env[i] : (real_t)0")  # fmt: skip
     edged = adjoint and spec.load.frames == "indexed"
     # sample o = r + k hop of frame seg - k: point (r >> 1) + k hop / 2 of the slot, half r & 1
     step = _skew_step(spec, hop // 2, n_fft // 2) if hop % 2 == 0 else None
     paired = step is not None  # positions q, q + 1 (q even) from one complex point a term
+    # (32-bit positions: a signal's frames times the hop and its output stay below 2 ** 31)
     lines = [
         "    {  // the overlap-add of the block's frames",
-        f"    const long long first = block * {frames}LL;",
-        "    const long long sig = first / cols, c0 = first - sig * cols;  // signal, frame",
-        f"    real_t* const seam = (real_t*)seams + (sig * (cols / {frames} + 1) + c0 / {frames})"
-        f" * {2 * overlap}LL;",
-        f"    {out_t}* const out = ({out_t}*)out_ptr + sig * out_len;",
-        f"    const long long origin = c0 * {hop}LL - start;  // the output index of q = 0",
+        "    real_t* const seam = (real_t*)seams"
+        f" + (bsig * (per_sig + 1) + bpos) * {2 * overlap}LL;  // the seam before the block",
+        f"    {out_t}* const out = ({out_t}*)out_ptr + bsig * out_len;",
+        f"    const int origin = (int)(bpos * {frames * hop}u) - (int)start;  // output of q = 0",
+        "    const unsigned length = (unsigned)out_len;",
     ]
     if not adjoint:
         lines += [
             "    const real_t* const env = (const real_t*)envelope;",
-            "    const unsigned long long divided = stop - start;  // the envelope's reciprocals",
+            "    const unsigned divided = (unsigned)(stop - start);  // the envelope's reciprocals",
         ]
+    if edged:
+        lines.append("    real_t* const edge = (real_t*)edges + bsig * 2 * start;")
     lines += [
         "    auto put_sum = [&](int q, real_t acc) {",
         f"        if (q < {overlap}) {{  // seam g, after it",
@@ -872,16 +936,15 @@ def _overlap_add(spec: BlockSpec) -> list[str]:
         f"        }} else if (q >= {span}) {{  // seam g + 1, before it",
         f"            seam[{2 * overlap - span} + q] = acc;",
         "        } else {",
-        "            const unsigned long long i = origin + q;  // an output below out_len",
-        "            if (i < (unsigned long long)out_len)",
+        "            const int i = origin + q;  // an output where 0 <= i < out_len",
+        "            if ((unsigned)i < length)",
         f"                put(&out[i], {value});",
     ]
     if edged:  # origin + q >= -start; the positions past the padding hold no frame
         lines += [
             "            else {",
-            "                const long long e = (long long)i < 0 ? (long long)i + start"
-            " : (long long)(i - out_len) + start;",
-            f"                if (e < 2 * start) ((real_t*)edges)[sig * 2 * start + e] = {value};",
+            "                const int e = i < 0 ? i + (int)start : i - (int)length + (int)start;",
+            f"                if (e < 2 * (int)start) edge[e] = {value};",
             "            }",
         ]
     lines += [
@@ -973,6 +1036,8 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body += ["    const int t = tid;", "    const int s = 0;"]
     else:
         body += [f"    const int t = tid % {threads};", f"    const int s = tid / {threads};"]
+    if spec.store.ola_hop:
+        body += _ola_block(spec)
     body += _slot("", "s", spec)
     slots = spec.slot_size
     body.append(f"    cpx* const my = smem + s * {slots};")
@@ -982,7 +1047,10 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body += _slot("2", "s2", spec)
         body.append(f"    cpx* const xfer = smem + s2 * {slots};")
         transfers = n * per_block // spec.block_threads  # block_threads divides n * per_block
-    if spec.load_staged:
+    if spec.load_staged and spec.pack == "c2r":
+        body += _c2r_staged_loads(spec)
+        body.append(f"    {barrier}")
+    elif spec.load_staged:
         body.append(f"    for (int r = 0; r < {transfers}; ++r) {{")
         body.append(f"        const int j = (tid + r * {spec.block_threads}) / {per_block};")
         body.append(f"        const cpx v = live2 ? {_global_load(spec, 'j', '2')} : cpx{{0, 0}};")
