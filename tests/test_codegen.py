@@ -63,6 +63,8 @@ def test_emulated_c2c_r2c_c2r_float64(n, blocks, rng):
     real = rng.standard_normal((2, n))
     got = emulate.fft_1d(real, "r2c", n, blocks=blocks)
     assert rel_l2(got, np.fft.rfft(real)) <= TOLERANCES["float64"]
+    got = emulate.fft_1d(real, "r2c", n, sign=1, blocks=blocks)  # the roots' conjugates
+    assert rel_l2(got, np.conj(np.fft.rfft(real))) <= TOLERANCES["float64"]
     half = np.fft.rfft(real)
     back = emulate.fft_1d(half, "c2r", n, sign=1, scale=1.0 / n, blocks=blocks)
     assert rel_l2(back, np.fft.irfft(half, n)) <= TOLERANCES["float64"]

@@ -499,10 +499,12 @@ def _skew_step(spec: BlockSpec, stride: int, span: int) -> int | None:
     return None
 
 
-def _butterfly(spec: BlockSpec, index: int, stride: int, tag: str) -> tuple[Code, list[str]]:
+def _butterfly(spec: BlockSpec, index: int, stride: int, tag: str,
+               twiddles: tuple[str, ...] = ()) -> tuple[Code, list[str]]:  # fmt: skip
     """Statements computing butterfly ``i`` (an int in scope) of stage ``index`` from its
     inputs (global memory for the first stage, unless staged; else the slot's shared
-    values) with the stage's twiddles; returns them and the names of its outputs."""
+    values) with the stage's twiddles (input q's read from the table, or ``twiddles[q - 1]``
+    where given); returns them and the names of its outputs."""
     radix = (spec.radices or (1,))[index]
     quarter = spec.n // radix
     offset = spec.stage_offsets[index]
@@ -531,7 +533,8 @@ def _butterfly(spec: BlockSpec, index: int, stride: int, tag: str) -> tuple[Code
     if stride > 1:  # the stage's own roots (BlockSpec.twiddle_index)
         code.append(f"const int k = {_mod('i', stride)};")
         for q in range(1, radix):
-            code.append(f"u{q} = cmul(u{q}, tw(k, {offset + (q - 1) * stride}));")
+            given = twiddles[q - 1] if twiddles else ""
+            code.append(f"u{q} = cmul(u{q}, {given or f'tw(k, {offset + (q - 1) * stride})'});")
     return code, small_dft(inputs, spec.sign, code)
 
 
@@ -574,12 +577,13 @@ def _tangle_lines(root: str = "tw(k, 0)") -> tuple[str, ...]:
     )
 
 
-def _untangle(spec: BlockSpec, k: str, za: str, zb: str, offset: int = 0) -> list[str]:
+def _untangle(spec: BlockSpec, k: str, za: str, zb: str, offset: int = 0,
+              root: str = "") -> list[str]:  # fmt: skip
     """Bin ``k + offset`` of the 2n-point half spectrum (:func:`_untangle_lines`), stored (its
-    root read at the constant ``offset`` from row ``k``: the rows of a thread's bins are
-    shared)."""
+    root ``root``, else read at the constant ``offset`` from row ``k``: the rows of a
+    thread's bins are shared)."""
     bin_ = f"{k} + {offset}" if offset else k
-    root = f"tw({k}, {offset})"
+    root = root or f"tw({k}, {offset})"
     return [
         "{",
         f"    const int bin = {bin_};",
@@ -591,13 +595,34 @@ def _untangle(spec: BlockSpec, k: str, za: str, zb: str, offset: int = 0) -> lis
 
 
 def _held_butterfly(spec: BlockSpec, index: int, stride: int, tag: str, i: str,
-                    names: list[str], guard: str = "") -> list[str]:  # fmt: skip
+                    names: list[str], guard: str = "",
+                    twiddles: tuple[str, ...] = ()) -> list[str]:  # fmt: skip
     """Butterfly ``i`` of stage ``index`` in its own scope, its outputs assigned to ``names``
-    (declared by the caller), under ``guard``."""
-    code, outputs = _butterfly(spec, index, stride, tag)
+    (declared by the caller), under ``guard`` (``twiddles``: :func:`_butterfly`'s)."""
+    code, outputs = _butterfly(spec, index, stride, tag, twiddles)
     code += [f"{names[q]} = {outputs[q]};" for q in range(len(names))]
     return [f"        {guard}{{", f"            const int i = {i};  // butterfly {tag}",
             *[f"            {line}" for line in code], "        }"]  # fmt: skip
+
+
+def _turned(value: str, quarters: int, conjugate: bool) -> str:
+    """(-i) ** quarters times ``value`` (a cpx name; ``conjugate``: its conjugate): its parts
+    swapped and negated, exact."""
+    re, im = (f"{value}.re", f"-{value}.im") if conjugate else (f"{value}.re", f"{value}.im")
+    turned = [(re, im), (im, f"-{re}"), (f"-{re}", f"-{im}"), (f"-{im}", re)]
+    parts = (v[2:] if v.startswith("--") else v for v in turned[quarters % 4])
+    return "cpx{" + ", ".join(parts) + "}"
+
+
+def _derived_root(spec: BlockSpec, bin_: int, mirrored: bool) -> str:
+    """``tw`` of bin_ + p (``mirrored``: bin_ - p) of the 2n-point roots from ``wp`` = tw of
+    p, when bin_ is a multiple of n / 2 (a power of W^(n/2) = -i, whose conjugate an inverse
+    kernel's tw turns by; the table's symmetry makes it exact: fft_exec._roots), else ""
+    (read from the table)."""
+    n = spec.n
+    if n % 2 or bin_ % (n // 2):
+        return ""
+    return _turned("wp", -spec.sign * (bin_ // (n // 2)), mirrored)
 
 
 def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]:
@@ -607,10 +632,14 @@ def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]
     mirrors n - j (slot 0: A's outputs mirror each other, and so do B's), so
     every bin is computed from values the thread holds: no write of the transform back to
     shared memory, no barrier, no second read (the exchange path reads two values a bin).
-    The arithmetic is the exchange path's, so the bits are the same."""
+    The arithmetic is the exchange path's, so the bits are the same. Of a slot's roots,
+    W^p is read and those of the bins p + j n / 2 and j n / 2 - p are turned from it
+    (:func:`_derived_root`; all four of a radix-2 last stage), the same values as the
+    table's."""
     n, threads = spec.n, spec.threads
     radix = (spec.radices or (1,))[index]
     s = n // radix
+    offset = spec.stage_offsets[index]
     slots = untangle_slots(spec)
     reps = -(-slots // threads)
     a = [f"a{q}" for q in range(radix)]
@@ -621,16 +650,33 @@ def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]
         lines.append(f"    {cond}{{")
         lines.append(f"        const int p = t + {m * threads};")
         lines.append(f"        cpx {', '.join(a + b)};")
+        # B = s - p's stage roots W_n^(q (s - p)) = W_radix^q conj W_n^(q p), of A's for a
+        # W_radix^q that is a power of -i (all of radix 2 and 4); slot 0's B is s / 2
+        turns = [q for q in range(1, radix) if 4 * q % radix == 0] if stride > 1 else []
+        if turns:
+            lines.append("        const cpx " + ", ".join(
+                f"ta{q} = tw(p, {offset + (q - 1) * stride})" for q in turns) + ";")
+        tw_a = tuple(f"ta{q}" if q in turns else "" for q in range(1, radix))
+        tw_b = [_turned(f"ta{q}", -spec.sign * 4 * q // radix, True) if q in turns else ""
+                for q in range(1, radix)]  # fmt: skip
         pair = functools.partial(_held_butterfly, spec, index, stride)
-        lines += pair(f"_{m}A", "p", a)
+        lines += pair(f"_{m}A", "p", a, "", tw_a)
         if s % 2:  # slot 0 holds butterfly 0 only
-            lines += pair(f"_{m}B", f"{s} - p", b, "if (p != 0) ")
+            lines += pair(f"_{m}B", f"{s} - p", b, "if (p != 0) ", tuple(tw_b))
         else:
-            lines += pair(f"_{m}B", f"p == 0 ? {s // 2} : {s} - p", b)
+            if m == 0:
+                tw_b = [t and f"(p == 0 ? tw(k, {offset + q * stride}) : {t})"
+                        for q, t in enumerate(tw_b)]  # fmt: skip
+            lines += pair(f"_{m}B", f"p == 0 ? {s // 2} : {s} - p", b, "", tuple(tw_b))
+        roots_a = [_derived_root(spec, q * s, False) for q in range(radix)]
+        roots_b = [_derived_root(spec, (q + 1) * s, True) for q in range(radix)]
+        if any(roots_a + roots_b):
+            lines.append("        const cpx wp = tw(p, 0);  // W^p: the roots it turns into")
         body_pair = []  # p >= 1: A + q s mirrors B + (r - 1 - q) s
         for q in range(radix):
-            body_pair += _untangle(spec, "p", a[q], b[radix - 1 - q], q * s)
-            body_pair += _untangle(spec, f"{s} - p", b[q], a[radix - 1 - q], q * s)
+            body_pair += _untangle(spec, "p", a[q], b[radix - 1 - q], q * s, roots_a[q])
+            body_pair += _untangle(spec, f"{s} - p", b[q], a[radix - 1 - q], q * s,
+                                   roots_b[q])  # fmt: skip
         if m == 0 and s % 2 == 0:
             # Slot 0 in the same instructions (a branch of its own would diverge: its warp
             # would issue both bodies): its mirrors are chosen by selects, B's row is s / 2,
@@ -639,10 +685,12 @@ def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]
             for q in range(radix):
                 mirror_a = f"(p == 0 ? {a[(radix - q) % radix]} : {b[radix - 1 - q]})"
                 mirror_b = f"(p == 0 ? {b[radix - 1 - q]} : {a[radix - 1 - q]})"
+                # B's row s / 2 of slot 0 is no mirror of p = 0: its root read
+                root_b = roots_b[q] and f"(p == 0 ? tw(row, {q * s}) : {roots_b[q]})"
                 lines += [f"        {line}" for line in _untangle(spec, "p", a[q], mirror_a,
-                                                                   q * s)]  # fmt: skip
+                                                                   q * s, roots_a[q])]  # fmt: skip
                 lines += [f"        {line}" for line in _untangle(spec, "row", b[q], mirror_b,
-                                                                   q * s)]  # fmt: skip
+                                                                   q * s, root_b)]  # fmt: skip
             lines.append("        if (p == 0) {")
             lines += [f"            {line}" for line in _untangle(spec, f"{n}", a[0], a[0])]
             lines.append("        }")
