@@ -495,7 +495,7 @@ class BlockSpec:
         ola = self.store.ola_hop and self.precision == "float32" and self.block_threads >= 256
         if ola and self.store.value == "adjoint":
             return max(1, OLA_THREADS_PER_SM // self.block_threads)
-        if ola and self.pack == "c2r" and max(self.radices) <= 8 and ISTFT_THREADS_PER_SM:
+        if ola and self.pack == "c2r" and max(self.radices) <= 8:
             return max(1, ISTFT_THREADS_PER_SM // self.block_threads)
         plain = not self.load.frames and not self.store.reduce and self.precision == "float32"
         radix_16 = bool(self.radices) and self.radices[0] >= 16
