@@ -432,9 +432,7 @@ def _istft_program(n, ola, signals, scale, precision, src_storage, dst_storage,
     spec = _ola_spec(n, ola.hop, precision, src_storage, dst_storage,
                      src_strides.elem_stride == 1, scale != 1.0)  # fmt: skip
     per = spec.per_block
-    groups = -(-ola.frames // per)  # blocks per signal
-    cols, overlap = groups * per, n - ola.hop
-    seams = backend.scratch(max(1, signals * (groups + 1) * overlap), precision)  # 2 reals each
+    cols, seams = _ola_layout(backend, n, ola, per, signals, precision)
     args = _block_args(backend, _SRC, _DST, None, None, None, signals * cols, scale, src_strides,
                        _rows(n), cols, 0, 1, 0, 1, n, n, n, 0, window=_WINDOW,
                        ola=(ola.frames, ola.out_len, ola.start, ola.stop, _ENVELOPE, seams,
@@ -442,6 +440,15 @@ def _istft_program(n, ola, signals, scale, precision, src_storage, dst_storage,
     _launch_block(backend, spec, signals * cols, args)
     _seam_gather(backend, seams, ola, signals, per, n, scale, precision, dst_storage, _ENVELOPE)
     return program
+
+
+def _ola_layout(backend, n: int, ola: OverlapAdd, per: int, signals: int,
+                precision: str) -> tuple[int, Any]:  # fmt: skip
+    """An overlap-add block kernel's frames a signal (``cols``: rounded up to whole blocks of
+    ``per``) and its seams' scratch (n - hop sums before and after each block boundary)."""
+    groups = -(-ola.frames // per)  # blocks per signal
+    return groups * per, backend.scratch(max(1, signals * (groups + 1) * (n - ola.hop)),
+                                         precision)  # fmt: skip
 
 
 def _seam_gather(backend, seams, ola: OverlapAdd, signals: int, per: int, n: int,
@@ -512,8 +519,7 @@ def _adjoint_ola(backend, n, framing: Framing, ola: OverlapAdd, signals, scale, 
                              src_strides.elem_stride == 1, scale != 1.0, framing.pad_kind,
                              bank.expand_terms)  # fmt: skip
     per = spec.per_block
-    cols = -(-framing.frames // per) * per  # frames a signal, rounded up to whole blocks
-    seams = backend.scratch(max(1, signals * (cols // per + 1) * (n - framing.hop)), precision)
+    cols, seams = _ola_layout(backend, n, ola, per, signals, precision)
     edges = backend.scratch(signals * ola.start, precision) if ola.fold else None  # 2 pad reals
     args = _block_args(backend, _SRC, _DST, None, None, None, signals * cols, scale, src_strides,
                        _rows(n), cols, 0, 1, 0, 1, n, n, n, 0, framing, 0.0, bank,
