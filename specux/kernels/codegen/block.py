@@ -287,16 +287,16 @@ def _adjoint_store_lambda(spec: BlockSpec) -> str:
 def _unpack_lambda(spec: BlockSpec) -> list[str]:
     """The c2r kernel's reads of the row's half spectrum of n + 1 bins X (the Hermitian
     load's mirror of a 2n-point signal, whose logical length is always 2n here, with the
-    indices known): ``tangle(a, b, k)``, point k of the packed transform from a = X[k] and
+    indices known): ``tangle(a, b, w)``, point k of the packed transform from a = X[k] and
     b = conj X[n - k] (:func:`_tangle_lines`; b = X[n] for k = 0, DC's and Nyquist's
-    imaginary parts dropped), and for the loads of the first stage ``unpack(base, g0, k)``,
-    which reads them. Staged loads read a bin pair once for both its points instead
-    (:func:`_c2r_staged_loads`)."""
+    imaginary parts dropped) and its root w = W^k, and for the loads of the first stage
+    ``unpack(base, g0, k)``, which reads them. Staged loads read a bin pair once for both
+    its points instead (:func:`_c2r_staged_loads`)."""
     if spec.split or spec.load.valid or spec.load.table or spec.load.mode != "hermitian":
         raise ValueError("a c2r kernel reads a whole half spectrum")
     lines = [
-        "    auto tangle = [&](const cpx a, const cpx b, int k) -> cpx {",
-        *[f"        {line}" for line in _tangle_lines()],
+        "    auto tangle = [&](const cpx a, const cpx b, const cpx w) -> cpx {",
+        *[f"        {line}" for line in _tangle_lines("w")],
         "        return z;",
         "    };",
     ]
@@ -310,7 +310,7 @@ def _unpack_lambda(spec: BlockSpec) -> list[str]:
         f"        cpx a = to_cpx(row[(long long)k{step}]);",
         f"        cpx b = to_cpx(row[(long long)({spec.n} - k){step}]);",
         "        if (k == 0) { a.im = (real_t)0; b.im = (real_t)0; } else { b.im = -b.im; }",
-        "        return tangle(a, b, k);",
+        "        return tangle(a, b, tw(k, 0));",
         "    };",
     ]
 
@@ -320,7 +320,9 @@ def _c2r_staged_loads(spec: BlockSpec) -> list[str]:
     slot reads bins p = X[k] and q = X[n - k] once and stores points k (a = p, b = conj q)
     and n - k (a = q, b = conj p) of the packed transform; job 0 points 0 (X[0], X[n], their
     imaginary parts dropped) and, for an even n, n / 2 (X[n / 2] and its conjugate). The
-    values are :func:`_unpack_lambda`'s, from half the global reads; a dead slot's are 0."""
+    values are :func:`_unpack_lambda`'s, from half the global reads; a dead slot's are 0.
+    Point n - k's root W^(n - k) = -conj W^k is turned from point k's (exact: the table's
+    symmetry, fft_exec._roots)."""
     n, per_block, threads = spec.n, spec.per_block, spec.block_threads
     jobs = (n + 1) // 2
     in_t = _storage_type(spec.load.storage, "complex")
@@ -338,17 +340,19 @@ def _c2r_staged_loads(spec: BlockSpec) -> list[str]:
         f"q = to_cpx(row2[(long long)({n} - k){step}]); }}",
         "        if (k == 0) {",
         "            p.im = (real_t)0; q.im = (real_t)0;",
-        "            xfer[skew(0)] = tangle(p, q, 0);",
+        "            xfer[skew(0)] = tangle(p, q, tw(0, 0));",
     ]
     if n % 2 == 0:
         lines += [
             f"            const cpx h = live2 ? to_cpx(row2[{n // 2}LL{step}]) : cpx{{0, 0}};",
-            f"            xfer[skew({n // 2})] = tangle(h, cpx{{h.re, -h.im}}, {n // 2});",
+            f"            xfer[skew({n // 2})] = tangle(h, cpx{{h.re, -h.im}}, tw({n // 2}, 0));",
         ]
     return lines + [
         "        } else {",
-        "            xfer[skew(k)] = tangle(p, cpx{q.re, -q.im}, k);",
-        f"            xfer[skew({n} - k)] = tangle(q, cpx{{p.re, -p.im}}, {n} - k);",
+        "            const cpx wk = tw(k, 0);",
+        "            xfer[skew(k)] = tangle(p, cpx{q.re, -q.im}, wk);",
+        f"            xfer[skew({n} - k)] = tangle(q, cpx{{p.re, -p.im}}, "
+        f"{_turned('wk', 2, True)});",
         "        }",
         "    }",
     ]
@@ -845,7 +849,8 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
         f"        if (!live || j >= {pairs}) continue;",
         f"        const int m = {n} - j, jm = j == 0 ? 0 : m;",
         "        const cpx za = my[skew(j)], zb = my[skew(jm)];",
-        "        const cpx wj = tw_table[j], wm = tw_table[m];",
+        # W^m = W^(n - j) = -conj W^j (exact: the table's symmetry, fft_exec._roots)
+        "        const cpx wj = tw_table[j], wm = cpx{-wj.re, wj.im};",
         "        const cpx gj = cotangent(j, untangled(wj, za, zb));",
         "        const cpx gm = cotangent(m, untangled(wm, zb, za));",
         "        if (j == 0) {  // DC and Nyquist: real parts only",
