@@ -555,7 +555,13 @@ def _roots(n: int) -> np.ndarray:
     (codegen.block._untangled_last_stage). The cosines and sines of angles below pi / 4 are
     also closer to the true roots than exp of the whole angle: max error 1.6e-16 against
     9.7e-16 over n = 400 .. 2048 (an mpmath reference)."""
-    m = np.arange(n, dtype=np.int64)
+    out = _unit_roots(n, np.arange(n, dtype=np.int64))
+    out.flags.writeable = False
+    return out
+
+
+def _unit_roots(n: int, m: np.ndarray) -> np.ndarray:
+    """exp(-2 pi i m / n) for integers 0 <= m < n, as :func:`_roots` builds them."""
     quarters, rest = np.divmod(4 * m, n)  # the angle 2 pi m / n = (quarters + rest / n) pi / 2
     low = 2 * rest <= n  # within the first eighth turn: (cos, sin) of rest, else swapped
     angle = np.where(low, rest, n - rest).astype(np.float64) * (np.pi / (2 * n))
@@ -563,8 +569,15 @@ def _roots(n: int) -> np.ndarray:
     c, s = np.where(low, cos, sin), np.where(low, sin, cos)
     s = np.where(2 * rest == n, c, s)  # on the diagonal, one value for both
     turned = [(c, s), (-s, c), (-c, -s), (s, -c)]  # a quarter turn: (c, s) -> (-s, c)
-    out = (np.choose(quarters, [t[0] for t in turned])
-           - 1j * np.choose(quarters, [t[1] for t in turned]))  # fmt: skip
+    return (np.choose(quarters, [t[0] for t in turned])
+            - 1j * np.choose(quarters, [t[1] for t in turned]))  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def _twist_table(total: int, step: int) -> np.ndarray:
+    """The four-step twist kernel's table (codegen.block._twist_rows): exp(-2 pi i step q /
+    total) for q < total / step."""
+    out = _unit_roots(total, step * np.arange(total // step, dtype=np.int64))
     out.flags.writeable = False
     return out
 
@@ -653,9 +666,11 @@ def _block_args(
     cols, in_cm, in_jm, out_cm, out_jm, load_valid, store_valid, logical, total,
     framing: Framing | None = None, eps: float = 0.0,
     bank: BankReduce | CotangentStore | None = None, window: Any = None, ola: tuple = (),
+    twists: Any = None,
 ):  # fmt: skip
     """The launch arguments of a block kernel (codegen.block.BLOCK_PARAMS); ``window`` for
-    the overlap-add, ``ola`` its (frames, out_len, start, stop, envelope, seams, edges)."""
+    the overlap-add, ``ola`` its (frames, out_len, start, stop, envelope, seams, edges);
+    ``twists`` a four-step twist kernel's table (_twist_table)."""
 
     def ptr(buffer):
         return backend.pointer(buffer) if buffer is not None else 0
@@ -680,7 +695,7 @@ def _block_args(
         ins.inner, ins.outer_stride, ins.inner_stride, ins.elem_stride,
         outs.inner, outs.outer_stride, outs.inner_stride, outs.elem_stride,
         cols, in_cm, in_jm, out_cm, out_jm, load_valid, store_valid, logical, total,
-        *frame_args, float(eps), *bank_args, *ola_args,
+        ptr(twists), *frame_args, float(eps), *bank_args, *ola_args,
     )  # fmt: skip
 
 
@@ -729,8 +744,11 @@ def _four_step(backend, split, sign, precision, load, store, src, dst, scale, in
     scratch = backend.scratch(batch * n, precision)
     first = block(n1, sign, precision, load, StoreSpec(), load_staged=True, store_staged=True,
                   split=True, twist=True)  # fmt: skip
+    twists = backend.table(("four-step twists", n, first.threads),
+                           _twist_table(n, first.threads), "float64")  # fmt: skip
     args = _block_args(backend, src, scratch, None, load_table, None, batch * n2, 1.0, ins,
-                       _rows(n), n2, 1, n2, 1, n2, load.valid or n, n, n, n)  # fmt: skip
+                       _rows(n), n2, 1, n2, 1, n2, load.valid or n, n, n, n,
+                       twists=twists)  # fmt: skip
     _launch_block(backend, first, batch * n2, args)
     second = block(n2, sign, precision, LoadSpec(), store, store_staged=True, split=True,
                    unit_in=True)

@@ -51,6 +51,9 @@ BLOCK_PARAMS = (
     ("long long", "store_valid"),
     ("long long", "logical"),
     ("long long", "total"),  # the four-step length (twist modulus)
+    # BlockSpec.twist: the float64 roots W_total^(J q), q < total / J (J = spec.threads: the
+    # staged store's step in j), which the stores multiply onto each thread's W^(c j0)
+    ("const void*", "twists"),
     # framing (LoadSpec.frames): the signal's length, the padding before it, the padded
     # samples' source indices (int32: pad left, then pad right), the real window of n points
     ("long long", "sig_len"),
@@ -459,10 +462,12 @@ def _global_load(spec: BlockSpec, j: str, p: str = "", paired: bool = False) -> 
     return f"load(in_base{p}, {g})"
 
 
-def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int = 0) -> list[str]:
+def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int = 0,
+                 root: str = "") -> list[str]:  # fmt: skip
     """Store element ``j`` + ``offset`` (a constant) of the slot's transform (the epilogue),
     as statements; with unit output strides the offset reaches the store separately
-    (:func:`_out_element`)."""
+    (:func:`_out_element`). A four-step twist kernel multiplies by its twiddle: ``root``,
+    else ``twist`` of the column and ``j``."""
     jmul = "" if spec.unit_out else " * out_jmul"
     if offset and (spec.pack == "c2r" or spec.twist):
         raise ValueError("a constant store offset is for the plain stores")
@@ -477,9 +482,34 @@ def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int =
     if offset and not spec.unit_out:
         g, offset = f"{g} + {offset}LL{jmul}", 0
     if spec.twist:  # the four-step twiddle of (column, element)
-        return [f"{{ const cpx w = twist(c{p}, {j}); "
+        return [f"{{ const cpx w = {root or f'twist(c{p}, {j})'}; "
                 f"store(out_base{p}, {g}, cmul({value}, w), 0); }}"]
     return [f"store(out_base{p}, {g}, {value}, {offset});"]
+
+
+def _twist_rows(spec: BlockSpec) -> list[str]:
+    """The four-step twiddles W^(c j) (W = exp(sign 2 pi i / total)) of the staged store's
+    elements: a thread stores j = j0 + r J of one column c (J = spec.threads, r below the
+    first radix), so W^(c j) = W^(c j0) W^(c J r): the first from a float64 sincospi once a
+    thread, the second entry c r of the float64 table ``twists`` (W^(J q), q < total / J,
+    which c r is below); their product in float64, rounded once (``twisted(r)``). Each
+    element took a sincospi, a 64-bit remainder and a division before."""
+    sign = "" if spec.sign > 0 else "-"
+    conj = "-" if spec.sign > 0 else ""  # the table holds exp(-2 pi i J q / total)
+    return [
+        "    struct alignas(16) root_d { double re, im; };",
+        "    const root_d* const twist_table = (const root_d*)twists;",
+        "    double base_re, base_im;  // W^(c j0)",
+        f"    specux_sincospi(2.0 * (double)((c2 * (tid / {spec.per_block})) % total)"
+        " / (double)total, &base_im, &base_re);",
+        f"    base_im = {sign}base_im;",
+        "    auto twisted = [&](int r) -> cpx {",
+        "        const root_d u = twist_table[(long long)r * c2];",
+        f"        const double ur = u.re, ui = {conj}u.im;",
+        "        return cpx{(real_t)(base_re * ur - base_im * ui),"
+        " (real_t)(base_re * ui + base_im * ur)};",
+        "    };",
+    ]
 
 
 def _mod(i: str, m: int) -> str:
@@ -1112,11 +1142,15 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body.append(f"    {barrier}")
     body += _stages(spec, barrier)
     if spec.store_staged:
+        root = ""
+        if spec.twist:
+            body += _twist_rows(spec)
+            root = "twisted(r)"
         body.append(f"    for (int r = 0; r < {transfers}; ++r) {{")
         body.append(f"        const int j = (tid + r * {spec.block_threads}) / {per_block};")
         body.append("        const cpx v = xfer[skew(j)];")
         body.append("        if (live2) {")
-        body += [f"            {stmt}" for stmt in _final_store(spec, "j", "v", "2")]
+        body += [f"            {stmt}" for stmt in _final_store(spec, "j", "v", "2", root=root)]
         body.append("        }")
         body.append("    }")
     if spec.store.value == "adjoint":
