@@ -70,6 +70,23 @@ def test_twiddle_table_is_exactly_symmetric():
         assert np.abs(_roots(n) - exact).max() <= 2e-16, n
 
 
+def test_four_step_twist_table():
+    """fft_exec._twist_table(total, step): exp(-2 pi i step q / total) for q < total / step,
+    each within 2e-16 of the true root (the twist kernel multiplies it onto each thread's
+    W^(c j0) in float64: codegen.block._twist_rows)."""
+    from specux.kernels.fft_exec import _twist_table
+
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    for total, step in [(4096 * 4096, 256), (1372 * 1458, 98), (12000, 12), (96, 1)]:
+        table = _twist_table(total, step)
+        assert table.shape == (total // step,)
+        q = np.unique(np.linspace(0, total // step - 1, 300).astype(np.int64))
+        exact = np.array([complex(mpmath.expjpi(mpmath.mpf(-2 * step * int(k)) / total))
+                          for k in q])  # fmt: skip
+        assert np.abs(table[q] - exact).max() <= 2e-16, (total, step)
+
+
 SIZES = list(range(1, 33)) + [48, 60, 64, 97, 100, 128, 210, 243, 256, 343, 1000, 1031, 2310]
 
 
@@ -331,8 +348,9 @@ def test_register_bound_of_the_radix_16_block_kernels():
                                                         plan.StoreSpec()), CPP)[0]  # fmt: skip
 
 
-@pytest.mark.parametrize("n", [2, 7, 17, 64, 97, 1000, 1031, 7203])
+@pytest.mark.parametrize("n", [2, 7, 17, 64, 97, 1000, 1031, 7203, 12000])
 def test_emulated_float32_within_3x_numpy(n, rng):
+    """(12000 points: the four-step pair of block kernels in float32.)"""
     x = _complex(rng, (4, n))
     ref = np.fft.fft(x)
     numpy32 = rel_l2(np.fft.fft(x.astype(np.complex64)), ref)
