@@ -224,6 +224,59 @@ def test_emulated_four_step_float64(n, rng):
     assert rel_l2(back, np.fft.irfft(half, n)) <= TOLERANCES["float64"]
 
 
+def test_three_step_split():
+    """Three column passes: balanced lengths, the largest last; none without such a split."""
+    assert plan.three_step_split(2**24, "float32") == (256, 256, 256)
+    assert plan.three_step_split(2**25, "float32") == (256, 256, 512)
+    assert plan.three_step_split(2**27, "float32") == (512, 512, 512)
+    assert plan.three_step_split(12_000_000, "float64") == (200, 240, 250)
+    assert plan.three_step_split(3 * 1000003, "float32") is None  # a large prime factor
+    # two passes while the first stages whole 32-byte sectors of its columns (H200 timings:
+    # plan.THREE_PASS_ROW_BYTES); float64 holds 4096 points a block, float32 8192
+    assert plan.column_split(2**24, "float32") == (4096, 4096)  # 4 columns a block
+    assert plan.column_split(2**25, "float32") == (256, 256, 512)  # 4096 x 8192: 2 columns
+    assert plan.column_split(2**27, "float32") == (512, 512, 512)  # no two-way split
+    assert plan.column_split(2**24, "float64") == (4096, 4096)  # 2 columns of 16 bytes
+    assert plan.column_split(2**25, "float64") == (256, 256, 512)
+    assert plan.column_split(12000, "float32") == (100, 120)
+    assert plan.column_split(4099 * 4099, "float32") is None
+    for n in (2**23, 2**24, 2**27, 5**9, 3 * 2**23):
+        n1, n2, n3 = plan.three_step_split(n, "float32")
+        assert n1 * n2 * n3 == n and n1 <= n2 <= n3 and plan.block_fits(n3, "float32")
+
+
+@pytest.mark.parametrize("n, sign", [(12288, -1), (20000, 1), (4099, -1)])
+def test_emulated_three_pass_float64(n, sign, monkeypatch, rng):
+    """Three column passes (lowered to these lengths: 16 x 24 x 32, 25 x 25 x 32, and
+    Bluestein's forward transform of 4099 over 14 x 21 x 28 points, its inverse with the chirp
+    store in two), against numpy in float64, forward and inverse with a scale."""
+    monkeypatch.setattr(plan, "THREE_PASS_ROW_BYTES", 2**30)
+    x = _complex(rng, (2, n))
+    ref = np.fft.fft(x) if sign < 0 else np.fft.ifft(x)
+    scale = 1.0 if sign < 0 else 1.0 / n
+    got = emulate.fft_1d(x, "c2c", n, sign=sign, scale=scale)
+    assert rel_l2(got, ref) <= TOLERANCES["float64"]
+
+
+def test_emulated_three_pass_strided_float32(monkeypatch, rng):
+    """Three passes from a strided input (a leading axis) into every other element of
+    contiguous rows, in float32, within 3x numpy's float32 error."""
+    from specux.kernels.fft_exec import Strides, transform_1d
+
+    monkeypatch.setattr(plan, "THREE_PASS_ROW_BYTES", 2**30)
+    n = 12000  # 20 x 24 x 25
+    x = _complex(rng, (n, 3)).astype(np.complex64)
+    out = np.zeros((3, 2 * n), dtype=np.complex64)
+    transform_1d(emulate.HostBackend(), x, out, n=n, kind="c2c", sign=-1, scale=1.0,
+                 precision="float32", batch=3, src_storage="float32", dst_storage="float32",
+                 src_strides=Strides.along((n, 3), 0), dst_strides=Strides(1, 2 * n, 0, 2),
+                 use_blocks=True)  # fmt: skip
+    ref = np.fft.fft(x.astype(np.complex128), axis=0).T
+    numpy32 = rel_l2(np.fft.fft(x, axis=0).T, ref)
+    assert rel_l2(out[:, ::2], ref) <= float32_bound(numpy32)
+    assert not out[:, 1::2].any()
+
+
 def test_block_plans():
     """Stage radices, threads and packing the planner picks (what the kernels are built on)."""
     assert plan.stage_radices(1024) == (16, 16, 4)
@@ -419,7 +472,8 @@ def _families():
               for storage in ("float16", "float32", "float64")] + [("r2c", "bfloat16", "float32")]
     for kind, storage, dst_storage in combos:
         precision = "float64" if storage == "float64" else "float32"
-        # block sizes (radices 2..16, pack), Bluestein, four-step (2 * 4096 * 3), passes
+        # block sizes (radices 2..16, pack), Bluestein, four-step (2 * 4096 * 3), three
+        # column passes (2 ** 27 with blocks; its halves and real transforms: two), passes
         for n in (1, 2, 3, 4, 5, 7, 8, 11, 13, 16, 17, 1000, 1024, 4096 * 6, 5003, 2**27):
             for sign in (-1, 1):
                 for strides in (rows, columns):

@@ -76,6 +76,21 @@ def test_large_sizes(n):
     _check_f32(x, specux.fft(x), np.fft.fft, torch.fft.fft(x))
 
 
+@pytest.mark.parametrize("n", [2**25, 5**11])
+def test_three_pass_lengths(n):
+    """Three column passes (plan.column_split: 256 x 256 x 512, 125 x 625 x 625), forward and
+    inverse, from a strided view, into rows; float64 at 2 ** 25."""
+    x = _data((2, n), seed=2).cuda()
+    _check_f32(x, specux.fft(x), np.fft.fft, torch.fft.fft(x))
+    view = x.T.contiguous().T  # column-major: element stride 2
+    _check_f32(view, specux.ifft(view, norm="ortho"), lambda a: np.fft.ifft(a, norm="ortho"),
+               torch.fft.ifft(view, norm="ortho"))  # fmt: skip
+    if n == 2**25:
+        x64 = x[:1].to(torch.complex128)
+        ref = np.fft.fft(x64.cpu().numpy())
+        assert rel_l2(specux.fft(x64).cpu().numpy(), ref) <= 1e-13
+
+
 @pytest.mark.parametrize("n", [1, 7, 64, 97, 1000, 1031, 4096, 65537])
 @pytest.mark.parametrize("norm", [None, "ortho", "forward"])
 def test_float64_all_norms(n, norm):

@@ -29,5 +29,9 @@ for dtype in (torch.complex64, torch.complex128):
     specux.fft(torch.randn(12000, 3, dtype=dtype, device="cuda"), dim=0)
     specux.ifft(torch.randn(2, 10007, dtype=dtype, device="cuda"))
     specux.irfft(torch.randn(2, 6001, dtype=dtype, device="cuda"))
+# three column passes (plan.column_split), from a column-major view: 125 x 125 x 125 in
+# float64, 256 x 256 x 512 in float32
+specux.fft(torch.randn(5**9, 2, dtype=torch.complex128, device="cuda").T)
+specux.ifft(torch.randn(2**25, dtype=torch.complex64, device="cuda"))
 torch.cuda.synchronize()
 print("sanitize workload done")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ from specux.kernels.plan import (
     block,
     block_fits,
     bluestein_length,
+    column_split,
     expand_count,
     factorize,
     four_step_split,
@@ -598,7 +600,7 @@ def _transform(
     if framing is not None or bank is not None or store.value != "complex":
         raise ValueError(f"a {n}-point framing / value transform needs one block kernel")
     if use_blocks:
-        split = four_step_split(n, precision)
+        split = _column_split(n, precision, store, outs, store_table)
         if split is not None:
             _four_step(backend, split, sign, precision, load, store, src, dst, scale, ins, outs,
                        batch, load_table, store_table)  # fmt: skip
@@ -735,27 +737,65 @@ def _block(backend, n, sign, precision, load, store, src, dst, scale, ins, outs,
     _launch_block(backend, spec, batch, args)
 
 
+def _column_split(n, precision, store, outs, store_table) -> tuple[int, ...] | None:
+    """plan.column_split, in two where the last of three passes could not store: its rows'
+    element offset is not the logical index that a store's valid count, table and half
+    spectrum refer to, and it needs output rows of ``inner`` 1."""
+    split = column_split(n, precision)
+    if split is not None and len(split) == 3 and (
+            store.mode != "complex" or store.valid or store_table is not None
+            or outs.inner != 1):  # fmt: skip
+        return four_step_split(n, precision)
+    return split
+
+
 def _four_step(backend, split, sign, precision, load, store, src, dst, scale, ins, outs,
                batch, load_table, store_table) -> None:  # fmt: skip
-    """n = n1 n2: n1-point columns (stride n2) times the twiddles, then n2-point rows, the
-    result stored transposed; both are block kernels with staged (coalesced) columns."""
-    n1, n2 = split
-    n = n1 * n2
+    """n = n1 m: n1-point columns (stride m) times the twiddles, then m-point rows, the result
+    stored transposed; all are block kernels with staged (coalesced) columns. With m = n2 n3
+    the rows are a four-step of their own, written back to back: n2-point columns (stride n3,
+    twiddles of m) in place of the rows, then n3-point rows, a block's transforms those of
+    adjacent k1 (the output's fastest index): k = k1 + n1 (k2 + n2 k3)."""
+    n = math.prod(split)
+    n1, m = split[0], n // split[0]
     scratch = backend.scratch(batch * n, precision)
-    first = block(n1, sign, precision, load, StoreSpec(), load_staged=True, store_staged=True,
-                  split=True, twist=True)  # fmt: skip
-    twists = backend.table(("four-step twists", n, first.threads),
-                           _twist_table(n, first.threads), "float64")  # fmt: skip
-    args = _block_args(backend, src, scratch, None, load_table, None, batch * n2, 1.0, ins,
-                       _rows(n), n2, 1, n2, 1, n2, load.valid or n, n, n, n,
-                       twists=twists)  # fmt: skip
-    _launch_block(backend, first, batch * n2, args)
-    second = block(n2, sign, precision, LoadSpec(), store, store_staged=True, split=True,
-                   unit_in=True)
+    _twist_pass(backend, n1, m, sign, precision, load, src, scratch, ins, batch,
+                load.valid or n, load_table)  # fmt: skip
+    if len(split) == 3:
+        n2, n3 = split[1:]
+        columns = backend.scratch(batch * n, precision)
+        _twist_pass(backend, n2, n3, sign, precision, LoadSpec(), scratch, columns, _rows(m),
+                    batch * n1, m, None)  # fmt: skip
+        last = block(n3, sign, precision, LoadSpec(), store, store_staged=True, split=True,
+                     unit_in=True)  # fmt: skip
+        rows_in = Strides(n2, n, n3, 1)  # user row (u, k2) -> its rows (u, k1, k2) at k1 m
+        rows_out = Strides(n2, outs.outer_stride, n1 * outs.elem_stride, outs.elem_stride)
+        args = _block_args(backend, columns, dst, None, None, None, batch * n2 * n1, scale,
+                           rows_in, rows_out, n1, m, 1, 1, n1 * n2, n, n, n, n)  # fmt: skip
+        _launch_block(backend, last, batch * n2 * n1, args)
+        return
+    second = block(m, sign, precision, LoadSpec(), store, store_staged=True, split=True,
+                   unit_in=True)  # fmt: skip
     args = _block_args(backend, scratch, dst, None, None, store_table, batch * n1, scale,
-                       _rows(n), outs, n1, n2, 1, 1, n1, n, store.valid or n,
+                       _rows(n), outs, n1, m, 1, 1, n1, n, store.valid or n,
                        store.logical or n, n)  # fmt: skip
     _launch_block(backend, second, batch * n1, args)
+
+
+def _twist_pass(backend, length, stride, sign, precision, load, src, dst, ins, rows,
+                load_valid, load_table) -> None:  # fmt: skip
+    """A four-step's first pass over ``rows`` rows of ``length * stride`` points: each row's
+    ``stride`` columns of ``length`` points (element j at j * stride) times the twiddles
+    W^(c k) of the row's length, written as ``length`` contiguous rows of ``stride``."""
+    total = length * stride
+    spec = block(length, sign, precision, load, StoreSpec(), load_staged=True,
+                 store_staged=True, split=True, twist=True)  # fmt: skip
+    twists = backend.table(("four-step twists", total, spec.threads),
+                           _twist_table(total, spec.threads), "float64")  # fmt: skip
+    args = _block_args(backend, src, dst, None, load_table, None, rows * stride, 1.0, ins,
+                       _rows(total), stride, 1, stride, 1, stride, load_valid, total, total,
+                       total, twists=twists)  # fmt: skip
+    _launch_block(backend, spec, rows * stride, args)
 
 
 def _passes(backend, n, sign, precision, load, store, src, dst, scale, src_strides,

@@ -1,14 +1,15 @@
 """FFT plans: frozen, hashable descriptions of every kernel launch of a transform.
 
 A 1-D transform of ``n`` points runs as one block kernel (``BlockSpec``: whole transforms in a
-thread block) when its points fit a block, as two of them (four-step) when it splits into two
-lengths that do, else as a chain of Stockham passes in global memory (``PassSpec``: one
-radix-R butterfly per thread, natural order in and out, no bit reversal). Lengths with a
-prime factor above 13 run as Bluestein's algorithm: a chirp-multiplied,
-zero-padded forward FFT of a smooth length M >= 2n - 1, a pointwise product with the chirp
-filter's spectrum (fused into the inverse's first load) and a chirp-multiplied inverse (fused
-into its last store). Loads and stores carry the prologue / epilogue work: layouts, real and
-Hermitian inputs, half-spectrum and real outputs, tables, scaling, storage precision.
+thread block) when its points fit a block, as two or three of them (four-step: two when it
+splits into two lengths that do, three for long ones, ``column_split``), else as a chain of
+Stockham passes in global memory (``PassSpec``: one radix-R butterfly per thread, natural order
+in and out, no bit reversal). Lengths with a prime factor above 13 run as
+Bluestein's algorithm: a chirp-multiplied, zero-padded forward FFT of a smooth length
+M >= 2n - 1, a pointwise product with the chirp filter's spectrum (fused into the inverse's
+first load) and a chirp-multiplied inverse (fused into its last store). Loads and stores
+carry the prologue / epilogue work: layouts, real and Hermitian inputs, half-spectrum and real
+outputs, tables, scaling, storage precision.
 
 Rendering a plan with a dialect gives source text (codegen/); the plan is the cache key.
 """
@@ -613,3 +614,48 @@ def four_step_split(n: int, precision: str) -> tuple[int, int] | None:
         return None
     n1, n2 = best
     return (n2, n1) if n2 < n1 else best
+
+
+# A four-step runs in three column passes instead of two (where its length splits so:
+# fft_exec._four_step) when two would stage fewer than this many bytes of a row a block: whole
+# 32-byte sectors. On the H200 (scratch A/B, CUDA graph replays, 2026-12-03): complex64 2 ** 24
+# splits 4096 x 4096, 4 transforms a block in both passes (32 bytes), two passes 0.292 ms,
+# three (256 x 256 x 256) 0.310; 2 ** 25 splits 4096 x 8192, whose 8192-point rows stage 2
+# (16 bytes), two 0.848, three 0.619; 2 ** 26 2.256 vs 1.278; 2 ** 27 (no two-way split:
+# passes) 7.29 vs 2.56.
+THREE_PASS_ROW_BYTES = 32
+
+
+def column_split(n: int, precision: str) -> tuple[int, ...] | None:
+    """The lengths of a four-step of ``n`` points: two (``four_step_split``) when both
+    passes stage at least THREE_PASS_ROW_BYTES of a row (the first its columns' loads and
+    stores, the second its transposed stores), else three where n splits so, else two, else
+    None."""
+    two = four_step_split(n, precision)
+    if two is not None:
+        first = block(two[0], -1, precision, LoadSpec(), StoreSpec(), load_staged=True,
+                      store_staged=True, split=True, twist=True)  # fmt: skip
+        second = block(two[1], -1, precision, LoadSpec(), StoreSpec(), store_staged=True,
+                       split=True, unit_in=True)  # fmt: skip
+        staged = min(first.per_block, second.per_block) * _COMPLEX_BYTES[precision]
+        if staged >= THREE_PASS_ROW_BYTES:
+            return two
+    return three_step_split(n, precision) or two
+
+
+@functools.lru_cache(maxsize=256)
+def three_step_split(n: int, precision: str) -> tuple[int, int, int] | None:
+    """n = n1 * n2 * n3 with each fitting a block, the largest as small as possible, then the
+    smallest as large (the columns stage more transforms a block the shorter they are),
+    ascending (the largest is the last pass's, whose rows load contiguously), or None."""
+    best = None
+    for n1 in range(2, round(n ** (1 / 3)) + 2):
+        if n % n1 or not block_fits(n1, precision):
+            continue
+        rest = n // n1
+        for n2 in range(n1, int(rest**0.5) + 1):
+            if rest % n2 == 0 and block_fits(n2, precision) and block_fits(rest // n2, precision):
+                split = (n1, n2, rest // n2)
+                if best is None or (split[2], -n1) < (best[2], -best[0]):
+                    best = split
+    return best
