@@ -398,7 +398,8 @@ class BlockSpec:
     (even / odd samples as re / im) and untangles the 2n-point half spectrum at the end;
     ``c2r`` is its inverse. ``split``: the transform is one column of a four-step pipeline
     (launch arguments map (transform, element) to the logical index); ``twist`` multiplies
-    each output by the four-step twiddle exp(sign 2 pi i column * element / total).
+    each output by the four-step twiddle exp(sign 2 pi i column * element / total) (in the
+    staged store: codegen.block._twist_rows).
     """
 
     n: int
@@ -531,6 +532,8 @@ def block(
     istft 0.251 -> 0.223 ms and mel forward + backward 0.517 -> 0.456. The forward kernels
     keep the greedy radices, with which they ran faster (stft_p 0.088 vs 0.098 ms: the r2c
     untangle stays in registers only while the last stage has a butterfly pair per thread)."""
+    if twist and not store_staged:
+        raise ValueError("a four-step twist kernel stores staged (its twiddles are per row)")
     even = pack == "c2r" or store.value in ("adjoint", "cotangent")
     radices = even_radices(n) if even else stage_radices(n)
     if radices is None or not block_fits(n, precision):

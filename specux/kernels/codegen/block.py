@@ -466,11 +466,13 @@ def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int =
                  root: str = "") -> list[str]:  # fmt: skip
     """Store element ``j`` + ``offset`` (a constant) of the slot's transform (the epilogue),
     as statements; with unit output strides the offset reaches the store separately
-    (:func:`_out_element`). A four-step twist kernel multiplies by its twiddle: ``root``,
-    else ``twist`` of the column and ``j``."""
+    (:func:`_out_element`). A four-step twist kernel multiplies by its twiddle ``root``
+    (:func:`_twist_rows`)."""
     jmul = "" if spec.unit_out else " * out_jmul"
     if offset and (spec.pack == "c2r" or spec.twist):
         raise ValueError("a constant store offset is for the plain stores")
+    if spec.twist and not root:
+        raise ValueError("a four-step twist store needs its root (the staged store's)")
     if spec.pack == "c2r":  # z[m] = x[2m] + i x[2m+1]
         g = f"out_g{p} + 2LL * ({j}){jmul}"
         step = "1" if spec.unit_out else "out_jmul"
@@ -482,7 +484,7 @@ def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int =
     if offset and not spec.unit_out:
         g, offset = f"{g} + {offset}LL{jmul}", 0
     if spec.twist:  # the four-step twiddle of (column, element)
-        return [f"{{ const cpx w = {root or f'twist(c{p}, {j})'}; "
+        return [f"{{ const cpx w = {root}; "
                 f"store(out_base{p}, {g}, cmul({value}, w), 0); }}"]
     return [f"store(out_base{p}, {g}, {value}, {offset});"]
 
@@ -1105,16 +1107,6 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body.append(_load_lambda(spec))
     if not spec.store.ola_hop:  # the overlap-add stores no values itself
         body.append(_store_lambda(spec))
-    if spec.twist:
-        sign = "" if spec.sign > 0 else "-"
-        body.append(
-            "    auto twist = [&](long long column, int j) -> cpx {\n"
-            "        double s, c;\n"
-            "        specux_sincospi(2.0 * (double)((column * j) % total) / (double)total,"
-            " &s, &c);\n"
-            f"        cpx w = {{(real_t)c, (real_t)({sign}s)}};\n"
-            "        return w;\n    };"
-        )
     if per_block == 1:
         body += ["    const int t = tid;", "    const int s = 0;"]
     else:
