@@ -24,11 +24,16 @@ def test_factorize_and_bluestein_length():
     assert plan.factorize(1000) == (8, 5, 5, 5)
     assert plan.factorize(2 * 3 * 5 * 7 * 11 * 13) == (2, 3, 5, 7, 11, 13)
     assert plan.factorize(17) is None and plan.factorize(2 * 1031) is None
-    for n in (17, 97, 1031, 65537):
+    for n in (17, 31, 97, 241, 1031, 65537, 1000003):
         m = plan.bluestein_length(n)
         assert m >= 2 * n - 1 and plan.factorize(m) is not None
-        assert all(plan.factorize(k) is None or k % 11 == 0 or k % 13 == 0
-                   for k in range(2 * n - 1, m))  # fmt: skip
+        smooth = next(k for k in range(2 * n - 1, 4 * n)
+                      if plan.factorize(k) is not None and k % 11 and k % 13)  # fmt: skip
+        power = 1 << (2 * n - 2).bit_length()  # the next power of two when <= 1.1x smooth
+        assert m == (power if power <= plan.BLUESTEIN_POW2_SLACK * smooth else smooth), n
+    assert plan.bluestein_length(1000003) == 2**21  # 2000376 = 2^3 3^6 7^3 is 4.8% shorter
+    assert plan.bluestein_length(241) == 512 and plan.bluestein_length(65537) == 131220
+    assert plan.bluestein_length(1031) == 2100
     with pytest.raises(ValueError):
         plan.factorize(0)
 
@@ -211,10 +216,11 @@ def test_register_untangle_gives_the_exchange_paths_bits(dtype, rng, monkeypatch
     assert np.isfinite(bank_registers).all() and bank_registers.std() > 1.0
 
 
-@pytest.mark.parametrize("n", [5000, 8192, 4097])
+@pytest.mark.parametrize("n", [5000, 8192, 4097, 3701])
 def test_emulated_four_step_float64(n, rng):
     """Beyond one block (float64 holds 4096 points): two block kernels with staged columns
-    and the four-step twiddle; 4097 is Bluestein over a four-step length."""
+    and the four-step twiddle; 4097 is Bluestein over a four-step length, 3701 over a power
+    of two (8192; the smallest smooth length is 7500)."""
     x = _complex(rng, (2, n))
     assert rel_l2(emulate.fft_1d(x, "c2c", n), np.fft.fft(x)) <= TOLERANCES["float64"]
     real = rng.standard_normal((2, n))
