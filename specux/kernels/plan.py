@@ -662,12 +662,12 @@ def three_step_split(n: int, precision: str) -> tuple[int, int, int] | None:
     """n = n1 * n2 * n3 with each fitting a block, the largest as small as possible, then the
     smallest as large (the columns stage more transforms a block the shorter they are),
     ascending (the largest is the last pass's, whose rows load contiguously), or None."""
-    best = None
+    best, most = None, BLOCK_BYTES // _COMPLEX_BYTES[precision]  # the most points a block
     for n1 in range(2, round(n ** (1 / 3)) + 2):
         if n % n1 or not block_fits(n1, precision):
             continue
         rest = n // n1
-        for n2 in range(n1, int(rest**0.5) + 1):
+        for n2 in range(max(n1, -(-rest // most)), int(rest**0.5) + 1):  # n3 <= most
             if rest % n2 == 0 and block_fits(n2, precision) and block_fits(rest // n2, precision):
                 split = (n1, n2, rest // n2)
                 if best is None or (split[2], -n1) < (best[2], -best[0]):
