@@ -479,7 +479,7 @@ def _families():
     for kind, storage, dst_storage in combos:
         precision = "float64" if storage == "float64" else "float32"
         # block sizes (radices 2..16, pack), Bluestein, four-step (2 * 4096 * 3), three
-        # column passes (2 ** 27 with blocks; its halves and real transforms: two), passes
+        # column passes (2 ** 27 c2c rows with blocks; its real and strided ones: passes)
         for n in (1, 2, 3, 4, 5, 7, 8, 11, 13, 16, 17, 1000, 1024, 4096 * 6, 5003, 2**27):
             for sign in (-1, 1):
                 for strides in (rows, columns):
