@@ -31,7 +31,6 @@ from specux.kernels.plan import (
     column_split,
     expand_count,
     factorize,
-    four_step_split,
     passes,
     stage_radices,
 )
@@ -600,7 +599,7 @@ def _transform(
     if framing is not None or bank is not None or store.value != "complex":
         raise ValueError(f"a {n}-point framing / value transform needs one block kernel")
     if use_blocks:
-        split = _column_split(n, precision, store, outs, store_table)
+        split = column_split(n, precision, store, outs.inner == 1)
         if split is not None:
             _four_step(backend, split, sign, precision, load, store, src, dst, scale, ins, outs,
                        batch, load_table, store_table)  # fmt: skip
@@ -737,18 +736,6 @@ def _block(backend, n, sign, precision, load, store, src, dst, scale, ins, outs,
     _launch_block(backend, spec, batch, args)
 
 
-def _column_split(n, precision, store, outs, store_table) -> tuple[int, ...] | None:
-    """plan.column_split, in two where the last of three passes could not store: its rows'
-    element offset is not the logical index that a store's valid count, table and half
-    spectrum refer to, and it needs output rows of ``inner`` 1."""
-    split = column_split(n, precision)
-    if split is not None and len(split) == 3 and (
-            store.mode != "complex" or store.valid or store_table is not None
-            or outs.inner != 1):  # fmt: skip
-        return four_step_split(n, precision)
-    return split
-
-
 def _four_step(backend, split, sign, precision, load, store, src, dst, scale, ins, outs,
                batch, load_table, store_table) -> None:  # fmt: skip
     """n = n1 m: n1-point columns (stride m) times the twiddles, then m-point rows, the result
@@ -761,25 +748,22 @@ def _four_step(backend, split, sign, precision, load, store, src, dst, scale, in
     scratch = backend.scratch(batch * n, precision)
     _twist_pass(backend, n1, m, sign, precision, load, src, scratch, ins, batch,
                 load.valid or n, load_table)  # fmt: skip
+    # the last pass: rows (block transforms of adjacent k1) of ``length`` points
+    length, rows, rows_in, rows_out, out_jm = m, batch, _rows(n), outs, n1
     if len(split) == 3:
         n2, n3 = split[1:]
         columns = backend.scratch(batch * n, precision)
         _twist_pass(backend, n2, n3, sign, precision, LoadSpec(), scratch, columns, _rows(m),
                     batch * n1, m, None)  # fmt: skip
-        last = block(n3, sign, precision, LoadSpec(), store, store_staged=True, split=True,
-                     unit_in=True)  # fmt: skip
+        scratch, length, rows, out_jm = columns, n3, batch * n2, n1 * n2
         rows_in = Strides(n2, n, n3, 1)  # user row (u, k2) -> its rows (u, k1, k2) at k1 m
         rows_out = Strides(n2, outs.outer_stride, n1 * outs.elem_stride, outs.elem_stride)
-        args = _block_args(backend, columns, dst, None, None, None, batch * n2 * n1, scale,
-                           rows_in, rows_out, n1, m, 1, 1, n1 * n2, n, n, n, n)  # fmt: skip
-        _launch_block(backend, last, batch * n2 * n1, args)
-        return
-    second = block(m, sign, precision, LoadSpec(), store, store_staged=True, split=True,
-                   unit_in=True)  # fmt: skip
-    args = _block_args(backend, scratch, dst, None, None, store_table, batch * n1, scale,
-                       _rows(n), outs, n1, m, 1, 1, n1, n, store.valid or n,
+    last = block(length, sign, precision, LoadSpec(), store, store_staged=True, split=True,
+                 unit_in=True)  # fmt: skip
+    args = _block_args(backend, scratch, dst, None, None, store_table, rows * n1, scale,
+                       rows_in, rows_out, n1, m, 1, 1, out_jm, n, store.valid or n,
                        store.logical or n, n)  # fmt: skip
-    _launch_block(backend, second, batch * n1, args)
+    _launch_block(backend, last, rows * n1, args)
 
 
 def _twist_pass(backend, length, stride, sign, precision, load, src, dst, ins, rows,

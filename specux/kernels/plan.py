@@ -640,12 +640,20 @@ def four_step_split(n: int, precision: str) -> tuple[int, int] | None:
 THREE_PASS_ROW_BYTES = 32
 
 
-def column_split(n: int, precision: str) -> tuple[int, ...] | None:
-    """The lengths of a four-step of ``n`` points: two (``four_step_split``) when both
-    passes stage at least THREE_PASS_ROW_BYTES of a row (the first its columns' loads and
-    stores, the second its transposed stores), else three where n splits so, else two, else
-    None."""
+def column_split(n: int, precision: str, store: StoreSpec = StoreSpec(),
+                 unit_rows: bool = True) -> tuple[int, ...] | None:  # fmt: skip
+    """The lengths of a four-step of ``n`` points storing ``store``: two
+    (``four_step_split``) when both passes stage at least THREE_PASS_ROW_BYTES of a row (the
+    first its columns' loads and stores, the second its transposed stores), else three where
+    n splits so and the last pass can store, else two, else None. The last of three passes
+    stores complex values without a valid count or table only, into output rows whose
+    elements are not interleaved with other rows' (``unit_rows``: Strides.inner 1): its rows'
+    element offset is not the logical index those refer to."""
     two = four_step_split(n, precision)
+    three = (store.mode == "complex" and not store.valid and not store.table
+             and unit_rows)  # fmt: skip
+    if not three:
+        return two
     if two is not None:
         first = block(two[0], -1, precision, LoadSpec(), StoreSpec(), load_staged=True,
                       store_staged=True, split=True, twist=True)  # fmt: skip
