@@ -444,7 +444,8 @@ def _colnorm(spec: GatherSpec) -> str:
 # (threads / lanes) * m rows by lanes * n columns; thread (tx, ty) = (tid % lanes,
 # tid / lanes) keeps the m * n sums of rows ty * m + i and columns tx * n + k in registers.
 # CORRELATE_TAPS reduction steps of both operands are staged in shared memory at a time (the
-# left one step-major, rows padded by one slot so a warp's stores hit distinct banks). Every
+# left one step-major, rows padded by one slot so a warp's stores hit distinct banks), loaded
+# into registers first (one tile of steps ahead in the forward kind: :func:`_staged_steps`). Every
 # sum runs over its reduction range in ascending order in one accumulator, whatever the tile:
 # the result depends on the operands alone.
 # - correlate: rows are the frames of every signal (``rows * count``), columns the kernel's
@@ -546,6 +547,69 @@ def _tiled_transpose(tm: int) -> dict:
     }
 
 
+def _fetch(parts: dict, tm: int, tn: int, k0: str, indent: str) -> list[str]:
+    """Load reduction steps ``k0 .. k0 + TK`` of both operands into registers ``pa`` / ``pb``:
+    each thread one step (tid % TK) of every (threads / TK)-th row of the left operand, and
+    every threads-th element of the right one."""
+    tk, threads = CORRELATE_TAPS, CORRELATE_THREADS
+    return [indent + line for line in [
+        "{",
+        f"    const long long k = {k0} + tid % {tk};",
+        f"    {parts['step']}",
+        f"    for (int s = 0; s < {tm * tk // threads}; ++s) {{",
+        f"        const int f = tid / {tk} + s * {threads // tk};",
+        f"        pa[s] = k < k_hi ? {parts['left']} : (real_t)0;",
+        "    }",
+        "}",
+        f"for (int s = 0; s < {-(-tk * tn // threads)}; ++s) {{",
+        f"    const int i = tid + s * {threads};",
+        f"    const long long k = {k0} + i / {tn}, c = c0 + i % {tn};",
+        f"    pb[s] = i < {tk * tn} && k < k_hi && c < n_cols ? {parts['right']} : (real_t)0;",
+        "}",
+    ] if line.strip()]  # fmt: skip
+
+
+def _staged_steps(parts: dict, tm: int, tn: int, barrier: str, ahead: bool) -> list[str]:
+    """The reduction loop's head: the tile of steps ``k0 .. k0 + TK`` of both operands in
+    shared memory. ``ahead`` (the forward kind): loaded into registers one tile early -- the
+    next tile's global loads issue after the barrier, before this tile's products, so their
+    latency hides behind them (before, 39% of a warp's cycles between instructions were
+    waits on these loads: ncu on an H200, docs/benchmarks.md). Otherwise (the transposed
+    kind, not timed loading ahead; loading into registers first took it from 80 to 96
+    registers a thread) each thread stores what it loads, one tile at a time."""
+    tk, threads = CORRELATE_TAPS, CORRELATE_THREADS
+    loop = f"    for (long long k0 = k_lo; k0 < k_hi; k0 += {tk}) {{"
+    if not ahead:
+        return [
+            loop,
+            "        {",
+            f"            const int kk = tid % {tk};",
+            "            const long long k = k0 + kk;",
+            f"            {parts['step']}",
+            f"            for (int f = tid / {tk}; f < {tm}; f += {threads // tk})",
+            f"                xs[kk * {tm + 1} + f] = k < k_hi ? {parts['left']} : (real_t)0;",
+            "        }",
+            f"        for (int i = tid; i < {tk * tn}; i += {threads}) {{",
+            f"            const long long k = k0 + i / {tn}, c = c0 + i % {tn};",
+            f"            ks[i] = k < k_hi && c < n_cols ? {parts['right']} : (real_t)0;",
+            "        }",
+            f"        {barrier}",
+        ]  # fmt: skip
+    return [
+        f"    real_t pa[{tm * tk // threads}], pb[{-(-tk * tn // threads)}];",
+        *_fetch(parts, tm, tn, "k_lo", "    "),
+        loop,
+        f"        for (int s = 0; s < {tm * tk // threads}; ++s)",
+        f"            xs[(tid % {tk}) * {tm + 1} + tid / {tk} + s * {threads // tk}] = pa[s];",
+        f"        for (int s = 0; s < {-(-tk * tn // threads)}; ++s)",
+        f"            if (tid + s * {threads} < {tk * tn}) ks[tid + s * {threads}] = pb[s];",
+        f"        {barrier}",
+        f"        if (k0 + {tk} < k_hi) {{",
+        *_fetch(parts, tm, tn, f"(k0 + {tk})", "            "),
+        "        }",
+    ]  # fmt: skip
+
+
 def _tiled(spec: GatherSpec, barrier: str) -> str:
     lanes, n, m = correlate_tile(spec.option)
     tm, tn = correlate_frames(spec.option), lanes * n
@@ -568,20 +632,7 @@ def _tiled(spec: GatherSpec, barrier: str) -> str:
         f"    for (int i = 0; i < {m}; ++i)",
         f"        for (int k = 0; k < {n}; ++k) acc[i][k] = (real_t)0;",
         f"    {barrier}",
-        f"    for (long long k0 = k_lo; k0 < k_hi; k0 += {tk}) {{",
-        # each thread stages one reduction step (tid % TK) of every (threads / TK)-th row
-        "        {",
-        f"            const int kk = tid % {tk};",
-        "            const long long k = k0 + kk;",
-        f"            {parts['step']}",
-        f"            for (int f = tid / {tk}; f < {tm}; f += {threads // tk})",
-        f"                xs[kk * {tm + 1} + f] = k < k_hi ? {parts['left']} : (real_t)0;",
-        "        }",
-        f"        for (int i = tid; i < {tk * tn}; i += {threads}) {{",
-        f"            const long long k = k0 + i / {tn}, c = c0 + i % {tn};",
-        f"            ks[i] = k < k_hi && c < n_cols ? {parts['right']} : (real_t)0;",
-        "        }",
-        f"        {barrier}",
+        *_staged_steps(parts, tm, tn, barrier, ahead=spec.kind == "correlate"),
         f"        const int steps = k_hi - k0 < {tk} ? (int)(k_hi - k0) : {tk};",
         "        for (int j = 0; j < steps; ++j) {",
         f"            real_t a[{m}], b[{n}];",
