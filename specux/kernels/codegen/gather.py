@@ -578,6 +578,7 @@ def _staged_steps(parts: dict, tm: int, tn: int, barrier: str, ahead: bool) -> l
     kind, not timed loading ahead; loading into registers first took it from 80 to 96
     registers a thread) each thread stores what it loads, one tile at a time."""
     tk, threads = CORRELATE_TAPS, CORRELATE_THREADS
+    assert tm * tk % threads == 0, "a tile's rows split evenly over the loading threads"
     loop = f"    for (long long k0 = k_lo; k0 < k_hi; k0 += {tk}) {{"
     if not ahead:
         return [
