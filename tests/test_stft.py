@@ -313,3 +313,29 @@ def test_short_signals_frame_from_one_padded_copy(rng, pad_mode, monkeypatch):
         n_fft=256, hop_length=100, win_length=256, window=cpu_stft.WindowSpec.from_key("hann"),
         center=True, pad_mode=pad_mode, normalized=False, onesided=True), 31)) == 3
     np.testing.assert_array_equal(specux.stft(x, **kw), copied)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_db_into_floor_and_accuracy(dtype):
+    """The CPU backend's dB (cpu stft.db_into: the natural log times factor / ln 10, numpy's
+    log10 being 3x slower): values at or below eps get exactly log10's floor (10 log10(1e-10)
+    = -100, which the dB backward recognizes), NaN and inf pass through, it runs in place, and
+    it matches float64 log10 to a few eps of the dB value."""
+    from specux.kernels.cpu.stft import db_into
+
+    rng = np.random.default_rng(0)
+    values = np.concatenate([10.0 ** rng.uniform(-12, 6, 20000), rng.uniform(0.5, 2.0, 2000),
+                             [0.0, 1e-10, 1e-11, -3.0, np.inf, np.nan]]).astype(dtype)  # fmt: skip
+    for factor in (10.0, 20.0):
+        ref = factor * np.log10(np.maximum(values.astype(np.float64), np.float64(dtype(1e-10))))
+        out = np.empty_like(values)
+        db_into(values, factor, 1e-10, out)
+        low = values <= 1e-10
+        assert low[-6:-2].all() and (out[low] == -factor * 10).all()
+        assert np.isposinf(out[-2]) and np.isnan(out[-1])
+        finite = np.isfinite(ref)
+        bound = TOLERANCES["db_log_eps"] * np.finfo(dtype).eps * np.maximum(np.abs(ref), 1.0)
+        assert (np.abs(out[finite] - ref[finite]) <= bound[finite]).all()
+        inplace = values.copy()
+        db_into(inplace, factor, 1e-10, inplace)
+        np.testing.assert_array_equal(inplace, out)

@@ -26,6 +26,10 @@ TOLERANCES = {
     # dB values are compared in absolute dB: 10*log10 of a 1e-5 relative error is 4.3e-5 dB.
     "db_abs32": 1e-3,
     "db_abs64": 1e-9,
+    # The CPU backend's dB (factor / ln 10 times numpy's natural log) against float64 log10:
+    # the log's error (an ulp or two) and two roundings, in units of the dtype's eps times
+    # max(|dB|, 1).
+    "db_log_eps": 4.0,
     # float16 storage (compute in float32) against the float32 result, relative to the peak:
     # the input and the output are rounded to 11 significant bits (2**-11 ~ 4.9e-4 each),
     # plus a float32 FFT's error: 2e-3 is issue 4's bound.

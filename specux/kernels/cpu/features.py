@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from specux.kernels.cpu.stft import framewise, power_into, scratch, single_threaded_blas
+from specux.kernels.cpu.stft import db_into, framewise, power_into, scratch, single_threaded_blas
 from specux.meta import matrices
 from specux.meta.filters import sparse_bank
 from specux.meta.matrices import MatrixSpec
@@ -130,9 +130,7 @@ def bank_spectrogram(
             else:
                 out[:, c0:c1] = 0
         if output == "db":
-            np.maximum(out, out.dtype.type(eps), out=out)
-            np.log10(out, out=out)
-            np.multiply(out, out.dtype.type(factor), out=out)
+            db_into(out, factor, eps, out)
 
     with single_threaded_blas():  # the blocks' GEMMs run on the pool threads
         values = framewise(x, window, p, reduce, n_bands, x.dtype)
@@ -140,10 +138,9 @@ def bank_spectrogram(
 
 
 def db(values: np.ndarray, factor: float, eps: float) -> np.ndarray:
-    """``factor * log10(max(values, eps))``."""
-    out = np.maximum(values, values.dtype.type(eps))
-    np.log10(out, out=out)
-    np.multiply(out, out.dtype.type(factor), out=out)
+    """``factor * log10(max(values, eps))`` (:func:`~specux.kernels.cpu.stft.db_into`)."""
+    out = np.empty_like(values)
+    db_into(values, factor, eps, out)
     return out
 
 

@@ -60,7 +60,29 @@ def apply_output(spectrum: np.ndarray, output: str, eps: float) -> np.ndarray:
     power = spectrum.real * spectrum.real + spectrum.imag * spectrum.imag
     if output == "power":
         return power
-    return 10.0 * np.log10(np.maximum(power, power.dtype.type(eps)))
+    db_into(power, 10.0, eps, power)
+    return power
+
+
+_LN10 = math.log(10.0)
+
+
+def db_into(values: np.ndarray, factor: float, eps: float, out: np.ndarray) -> None:
+    """``out = factor * log10(max(values, eps))`` (``out`` may be ``values``), computed as
+    ``factor / ln(10) * ln(values)`` above ``eps``: numpy's natural log is vectorized and its
+    log10 is not (400k float32 values on the 2-core development machine: 0.79 vs 2.79 ms), and
+    both agree with float64 to float32's rounding (max abs error 2.35e-7 vs 2.33e-7 for
+    values in [1e-6, 100]). Values at or below ``eps`` get the floor as log10 gives it, bit
+    for bit (``10 log10(1e-10)`` is exactly -100; the natural log's route lands an ulp or
+    two above it), which the dB backward recognizes."""
+    dtype = out.dtype.type
+    with np.errstate(divide="ignore", invalid="ignore"):  # eps 0: the floor is -inf
+        floor = np.log10(dtype(eps)) * dtype(factor)
+    low = values <= eps  # before ``out`` (maybe ``values``) is overwritten
+    np.maximum(values, dtype(eps), out=out)
+    np.log(out, out=out)
+    np.multiply(out, dtype(factor / _LN10), out=out)
+    np.copyto(out, floor, where=low)
 
 
 def power_into(spectrum: np.ndarray, out: np.ndarray) -> None:
@@ -83,9 +105,7 @@ def write_output(spectrum: np.ndarray, output: str, eps: float, out: np.ndarray)
     else:
         power_into(spectrum, out)
         if output != "power":
-            np.maximum(out, out.dtype.type(eps), out=out)
-            np.log10(out, out=out)
-            np.multiply(out, out.dtype.type(10.0), out=out)
+            db_into(out, 10.0, eps, out)
 
 
 def stft(
