@@ -41,6 +41,8 @@ def info() -> int:
     print(f"NVRTC: {cuda.nvrtc_summary()}")
     print("torch ops:", "registered (torch.ops.specux.*)" if "torch" in sys.modules else "no torch")
     print(f"deterministic: {options.is_deterministic()}")
+    tensor_cores = "allowed" if options.tensor_cores_enabled() else "off (SPECUX_TENSOR_CORES=0)"
+    print(f"tensor cores (float32 cqt / vqt, compute capability 8.0+): {tensor_cores}")
     cache = options.cache_dir()
     if not options.disk_cache_enabled():
         cache = "disabled (SPECUX_DISK_CACHE=0)"

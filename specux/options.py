@@ -1,6 +1,8 @@
 """Process-wide runtime options (determinism, autotune), read by every backend.
 
-Environment switches: ``SPECUX_DETERMINISTIC=1`` starts with deterministic mode on.
+Environment switches: ``SPECUX_DETERMINISTIC=1`` starts with deterministic mode on;
+``SPECUX_TENSOR_CORES=0`` keeps float32 products off the tensor cores (see
+:func:`tensor_cores_enabled`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,15 @@ class deterministic:  # noqa: N801 - used as a function and as a context manager
 
 
 
+
+
+def tensor_cores_enabled() -> bool:
+    """Whether float32 correlations with filters longer than the hop (cqt / vqt octaves) may
+    run on the tensor cores of a CUDA device that has them (compute capability 8.0 or
+    later), as three tf32 products per step ("3xTF32": within float32 rounding of the SIMT
+    kernels, not their bits); False when ``SPECUX_TENSOR_CORES=0`` (the float32 SIMT
+    kernels then run). Read at each call."""
+    return os.environ.get("SPECUX_TENSOR_CORES", "1").strip() != "0"
 
 
 def cache_dir() -> str:

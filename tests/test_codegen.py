@@ -567,8 +567,13 @@ def _transform_families(recorder):
                                         precision=precision, storage=storage)  # fmt: skip
         for columns in (1, 2, 12, 24, 40, 72, 200):  # the planner's tiles for these widths
             for rows in (1, 8, 64):
-                option = transform_exec.correlate_option(rows, 400, columns, 2000, precision)
+                option = transform_exec.correlate_option(rows, 400, columns, 2000, 512,
+                                                         precision)  # fmt: skip
                 recorder.specs.add(GatherSpec("correlate", precision, precision, option))
+                if precision == "float32":  # and the tensor-core tiles (sm_80 and later)
+                    option = transform_exec.correlate_option(rows, 400, columns, 2000, 512,
+                                                             precision, True)  # fmt: skip
+                    recorder.specs.add(GatherSpec("correlate", precision, precision, option))
         recorder.specs.add(GatherSpec("partsum", precision, precision))
         for hop in (1, 64, 512):  # the adjoint's tiles
             for blocks in (10, 1000, 10000):

@@ -383,6 +383,105 @@ def test_tiled_correlations_are_transposes(rows, count, columns, taps, hop, tile
     assert not xbar[:, :start].any() and not xbar[:, start + (count - 1) * hop + taps :].any()
 
 
+@pytest.mark.parametrize(("rows", "count", "columns", "taps", "hop"),
+                         [(2, 37, 24, 70, 5), (1, 5, 3, 33, 1), (3, 20, 40, 31, 7),
+                          (2, 3, 5, 600, 40), (2, 70, 10, 200, 5), (2, 130, 24, 300, 64)])
+def test_tensor_core_correlate_tiles(rows, count, columns, taps, hop):
+    """The tensor-core tiles (float32: three tf32 products a step, mma.sync emulated with the
+    warp's fragments exchanged between block barriers) against a float64 product, the
+    columns outside the window untouched. Partial tiles of frames (70, 130: two or three
+    row tiles a signal), columns (5 of 8; 40 in two column tiles), hop-steps (taps not a
+    multiple of the hop) and 32-sample chunks (hops of 1, 5, 7, 40, 64); splits: two
+    chunks a hop (40, 64), 40 hop-steps in two windows (200 taps at hop 5). Each output is
+    its row's and column's own sum whatever the tile: every tensor-core tile gives the same
+    bits."""
+    from specux.kernels import transform_exec
+
+    rng = np.random.default_rng(columns)
+    row_len, start, column, width = (count - 1) * hop + taps + 11, 4, 3, columns + 6
+    x = rng.standard_normal((rows, row_len)).astype(np.float32)
+    kernel = rng.standard_normal((taps, columns)).astype(np.float32)
+    reference = np.full((rows, count, width), np.nan)
+    for t in range(count):
+        frames = x[:, start + t * hop : start + t * hop + taps].astype(np.float64)
+        reference[:, t, column : column + columns] = frames @ kernel.astype(np.float64)
+    backend = emulate.HostBackend()
+    backend.tensor_cores = True
+    results = []
+    for option in ("w1m1", "w3m2", "w4m1", "w2m2"):
+        out = np.full((rows, count, width), np.nan, np.float32)
+        transform_exec.correlate(backend, x, out, kernel, rows=rows, count=count,
+                                 columns=columns, taps=taps, hop=hop, row_len=row_len,
+                                 start=start, out_width=width, column=column,
+                                 precision="float32", option=option)  # fmt: skip
+        results.append(out)
+    for out in results[1:]:
+        assert np.array_equal(out, results[0], equal_nan=True)
+    assert np.array_equal(np.isnan(results[0]), np.isnan(reference))
+    assert rel_peak(np.nan_to_num(results[0]), np.nan_to_num(reference)) <= PEAK["float32"]
+
+
+def test_tensor_core_tiles_are_chosen_for_float32_only(monkeypatch):
+    """The planner picks a tensor-core tile when the backend has tensor cores, in float32,
+    unless SPECUX_TENSOR_CORES=0; never for float64 (refused if asked)."""
+    from specux.kernels import transform_exec
+    from specux.kernels.codegen.gather import mma_tile
+
+    backend = emulate.HostBackend()
+    assert not transform_exec.tensor_cores(backend, "float32")  # the emulation's default
+    backend.tensor_cores = True
+    monkeypatch.delenv("SPECUX_TENSOR_CORES", raising=False)
+    assert transform_exec.tensor_cores(backend, "float32")
+    assert not transform_exec.tensor_cores(backend, "float64")
+    monkeypatch.setenv("SPECUX_TENSOR_CORES", "0")
+    assert not transform_exec.tensor_cores(backend, "float32")
+    option = transform_exec.correlate_option
+    # cqt's octaves on the PERF.md workload: 24 columns, 16 signals of 431 frames, hop 512
+    assert option(16, 431, 24, 11687, 512, "float32", True) == "w3m2"
+    assert option(16, 431, 24, 730, 512, "float32", True) == "w3m2"
+    assert option(2, 431, 24, 730, 512, "float32", True) == "w3m1"  # 264 blocks or more
+    assert option(16, 4000, 40, 1000, 512, "float32", True) == "w4m1"
+    assert mma_tile(option(16, 431, 24, 730, 512, "float32")) is None
+    # one hop-step (cqt's octaves of 183 and 365 taps at hop 512, mfcc's DCT: 80 taps at a
+    # hop of 80): no sample to share between frames, the SIMT tiles
+    assert mma_tile(option(16, 431, 24, 365, 512, "float32", True)) is None
+    assert mma_tile(option(1, 5008, 20, 80, 80, "float32", True)) is None
+    # a hop of 5 samples would fill 5 of each 32-sample chunk: the SIMT tiles
+    assert mma_tile(option(2, 37, 24, 70, 5, "float32", True)) is None
+    with pytest.raises(ValueError, match="float32"):
+        option(16, 431, 24, 183, 512, "float64", True)
+
+
+def test_cqt_and_vqt_on_the_tensor_core_tiles(monkeypatch):
+    """The torch-free route with a device that has tensor cores: float32 cqt and vqt (their
+    octaves' correlations, filters of several hops) on the emulated tensor-core tiles,
+    against the CPU backend in float64."""
+    from specux.kernels.codegen.gather import mma_tile
+
+    monkeypatch.setattr(emulate.HostDevice, "tensor_cores", True, raising=False)
+    monkeypatch.delenv("SPECUX_TENSOR_CORES", raising=False)
+    tiles = []
+    launch = emulate.HostDevice.launch
+
+    def recording(self, spec, *args):
+        if getattr(spec, "kind", "") == "correlate":
+            tiles.append(spec.option)
+        return launch(self, spec, *args)
+
+    monkeypatch.setattr(emulate.HostDevice, "launch", recording)
+    x = _signal((2, 700))
+    for fn, kw in ((specux.cqt, dict(sr=1000, hop_length=64, fmin=2.5, n_bins=6,
+                                     bins_per_octave=6)),
+                   (specux.vqt, dict(sr=1000, hop_length=32, fmin=20.0, n_bins=12,
+                                     bins_per_octave=6, gamma=5.0))):  # fmt: skip
+        del tiles[:]
+        got, dtype = _on_device(fn, x.astype(np.float32), **kw)
+        ref = fn(x, **kw)
+        assert dtype == fn(x.astype(np.float32), **kw).dtype.name
+        assert rel_peak(got, ref) <= PEAK["float32"], (fn.__name__, rel_peak(got, ref))
+        assert tiles and all(mma_tile(option) for option in tiles), tiles
+
+
 def test_correlate_tile_is_validated():
     from specux.kernels.codegen.gather import GatherSpec
 
@@ -390,6 +489,12 @@ def test_correlate_tile_is_validated():
         GatherSpec("correlate", "float32", "float32", "c3n1m1")
     with pytest.raises(ValueError, match="correlate option"):
         GatherSpec("correlate", "float32", "float32")
+    with pytest.raises(ValueError, match="correlate option"):
+        GatherSpec("correlate", "float32", "float32", "w5m1")
+    with pytest.raises(ValueError, match="tensor-core tile"):
+        GatherSpec("correlate", "float64", "float64", "w3m2")
+    with pytest.raises(ValueError, match="tensor-core tile"):
+        GatherSpec("correlate_t", "float32", "float32", "w3m2")
     from specux.kernels import transform_exec
 
     x = np.zeros((1, 600), np.float64)

@@ -72,7 +72,10 @@ def entry(spec: Spec):
 
 
 class HostBackend:
-    """fft_exec.Backend on numpy buffers; keeps every buffer alive until it is discarded."""
+    """fft_exec.Backend on numpy buffers; keeps every buffer alive until it is discarded.
+    ``tensor_cores=True`` runs float32 correlations on the tensor-core tiles' emulation."""
+
+    tensor_cores = False
 
     def __init__(self) -> None:
         self._keep: list[np.ndarray] = []

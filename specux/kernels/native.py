@@ -148,6 +148,10 @@ class Device:
     """
 
     constants: dict
+    # Whether float32 correlations may take the tensor-core tiles (transform_exec.tensor_cores):
+    # the CUDA runtime sets it from the device's compute capability; the host emulation runs
+    # them when a test sets it.
+    tensor_cores: bool = False
 
     # -- arrays
     def empty(self, shape, dtype: str) -> DeviceArray:

@@ -13,15 +13,19 @@ from typing import Any
 
 import numpy as np
 
+from specux import options
 from specux.kernels.codegen.gather import (
     CORRELATE_LANES,
     CORRELATE_SPLIT,
+    CORRELATE_TAPS,
     CORRELATE_THREADS,
     GATHER_THREADS,
     GatherSpec,
+    correlate_columns,
     correlate_frames,
     correlate_shared_bytes,
-    correlate_tile,
+    mma_splits,
+    mma_tile,
 )
 from specux.kernels.cpu import cqt as cpu_cqt
 from specux.kernels.cpu import frames as cpu_frames
@@ -382,8 +386,8 @@ _SHARED_DEFAULT = 48 * 1024
 
 def _tiled_blocks(option: str, n_rows: int, n_cols: int, splits: int = 1) -> int:
     """Blocks of a tiled kind's launch: row tiles x column tiles x splits."""
-    lanes, n, _ = correlate_tile(option)
-    return -(-n_rows // correlate_frames(option)) * -(-n_cols // (lanes * n)) * splits
+    rows, columns = correlate_frames(option), correlate_columns(option)
+    return -(-n_rows // rows) * -(-n_cols // columns) * splits
 
 
 def _tallest_tile(lanes: int, n: int, n_rows: int, n_cols: int, splits: int,
@@ -401,24 +405,54 @@ def _tallest_tile(lanes: int, n: int, n_rows: int, n_cols: int, splits: int,
     return f"c{lanes}n{n}m{m}"
 
 
-def _launch_tiled(backend, kind: str, option: str, precision: str, n_rows: int, n_cols: int,
-                  splits: int, args: tuple) -> None:  # fmt: skip
+def _mma_blocks(option: str, rows: int, count: int, columns: int, taps: int, hop: int) -> int:
+    """Blocks of a tensor-core correlation: row tiles of each signal's frames x column tiles x
+    :func:`gather.mma_splits`."""
+    tiles = -(-count // correlate_frames(option))
+    return rows * tiles * -(-columns // correlate_columns(option)) * mma_splits(taps, hop)
+
+
+def _launch_tiled(backend, kind: str, option: str, precision: str, blocks: int,
+                  args: tuple) -> None:  # fmt: skip
     shared = correlate_shared_bytes(option, precision)
     if shared > _SHARED_DEFAULT:
         raise ValueError(f"correlate option={option!r} needs more than 48 KiB of shared memory "
                          f"in {precision}")  # fmt: skip
-    backend.launch(GatherSpec(kind, precision, precision, option),
-                   _tiled_blocks(option, n_rows, n_cols, splits), CORRELATE_THREADS, shared,
-                   args)  # fmt: skip
+    backend.launch(GatherSpec(kind, precision, precision, option), blocks, CORRELATE_THREADS,
+                   shared, args)  # fmt: skip
 
 
-def correlate_option(rows: int, count: int, columns: int, taps: int,
-                     precision: str = "float32") -> str:  # fmt: skip
-    """The tile of a correlation (``gather.correlate_tile``): the fewest column lanes (1, 2,
-    4, 8) that leave at most 3 columns a thread (8 lanes beyond 24 columns), then
-    :func:`_tallest_tile`. Every tile gives the same bits. (Measured on an H200, cqt's
+def tensor_cores(backend, precision: str) -> bool:
+    """Whether ``backend``'s correlations in ``precision`` take the tensor-core tiles: float32,
+    a device that has them (the backend's ``tensor_cores``: compute capability 8.0 or later)
+    and :func:`specux.options.tensor_cores_enabled`."""
+    return (precision == "float32" and getattr(backend, "tensor_cores", False)
+            and options.tensor_cores_enabled())  # fmt: skip
+
+
+def correlate_option(rows: int, count: int, columns: int, taps: int, hop: int,
+                     precision: str = "float32", mma: bool = False) -> str:  # fmt: skip
+    """The tile of a correlation (``gather.correlate_tile``). ``mma`` (float32 only, see
+    :func:`tensor_cores`), filters longer than the hop (``gather._tiled_mma`` loads each
+    sample once for the frames that share it: with one hop-step there is nothing to share,
+    and the H200 ran cqt's one-step octaves slower than the SIMT tiles) and a hop whose
+    32-sample chunks are at least two thirds samples: a tensor-core tile of up to 4 column
+    fragments (32 columns), two row fragments a warp unless that leaves fewer than
+    ``_CORRELATE_FILL`` blocks or the tile has 4 column fragments (w4m2: 177 registers a
+    thread, NVRTC 13 sm_90; not timed). Otherwise the fewest column lanes (1, 2, 4, 8) that
+    leave at most 3 columns a thread (8 lanes beyond 24 columns), then
+    :func:`_tallest_tile`; every such tile gives the same bits. (Measured on an H200, cqt's
     24-column octaves: 8 lanes of 3 columns beat 4 of 6 -- fewer registers, more resident
     warps to hide the loads.)"""
+    if mma and precision != "float32":
+        raise ValueError(f"tensor-core correlation tiles are float32, not {precision}")
+    width = min(hop, taps)
+    if mma and taps > hop and 2 * -(-width // CORRELATE_TAPS) * CORRELATE_TAPS <= 3 * width:
+        n = min(4, -(-columns // 8))
+        tall = f"w{n}m2"
+        if n < 4 and _mma_blocks(tall, rows, count, columns, taps, hop) >= _CORRELATE_FILL:
+            return tall
+        return f"w{n}m1"
     lanes = next((c for c in CORRELATE_LANES if -(-columns // c) <= 3), 8)
     n = min(8, -(-columns // lanes))
     return _tallest_tile(lanes, n, rows * count, columns, -(-taps // CORRELATE_SPLIT),
@@ -437,15 +471,19 @@ def correlate(backend, src, dst, kernel, *, rows: int, count: int, columns: int,
         raise ValueError(f"correlate needs taps >= 1, got {taps}")
     if rows * count * columns == 0:
         return
-    option = option or correlate_option(rows, count, columns, taps, precision)
-    splits = -(-taps // CORRELATE_SPLIT)
+    option = option or correlate_option(rows, count, columns, taps, hop, precision,
+                                        tensor_cores(backend, precision))  # fmt: skip
+    mma = mma_tile(option) is not None
+    splits = mma_splits(taps, hop) if mma else -(-taps // CORRELATE_SPLIT)
     frames = rows * count
     target = dst if splits == 1 else backend.scratch(-(-splits * frames * columns // 2),
                                                      precision)  # fmt: skip
     args = _args(backend, src, target, kernel, rows=rows, count=count, size=columns,
                  frame_len=taps, hop=hop, pad=column, sig_len=row_len, start=start,
                  stop=out_width)  # fmt: skip
-    _launch_tiled(backend, "correlate", option, precision, frames, columns, splits, args)
+    blocks = (_mma_blocks(option, rows, count, columns, taps, hop) if mma
+              else _tiled_blocks(option, frames, columns, splits))  # fmt: skip
+    _launch_tiled(backend, "correlate", option, precision, blocks, args)
     if splits > 1:
         elementwise(backend, "partsum", "", target, dst, rows=frames, size=columns,
                     count=splits, stop=out_width, pad=column, storage=precision,
@@ -473,7 +511,8 @@ def correlate_t(backend, src, dst, kernel_t, *, rows: int, count: int, columns: 
     args = _args(backend, src, dst, kernel_t, rows=rows, count=count, size=columns,
                  frame_len=taps, hop=hop, pad=column, sig_len=row_len, start=start,
                  stop=in_width)  # fmt: skip
-    _launch_tiled(backend, "correlate_t", option, precision, sample_blocks, hop, 1, args)
+    _launch_tiled(backend, "correlate_t", option, precision,
+                  _tiled_blocks(option, sample_blocks, hop), args)  # fmt: skip
 
 
 def hop_major(kernel: np.ndarray, hop: int) -> np.ndarray:

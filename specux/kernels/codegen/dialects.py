@@ -28,6 +28,61 @@ class Dialect:
     # arithmetic of a later phase of a kernel (the fused adjoint's inverse stages) is not
     # shared with -- and kept live since -- an earlier phase's identical expressions.
     fresh_tid: str
+    # The warp matrix product of the tensor-core tiles (sm_80 and later), included only by the
+    # kernels that use it: ``specux_tf32(x)`` rounds a float to tf32 (10 mantissa bits, to
+    # nearest, ties away from zero: PTX cvt.rna.tf32.f32) and ``SPECUX_MMA_TF32(d, a, b)``
+    # is mma.sync.m16n8k8.row.col f32 += tf32 x tf32: ``d`` the 4 accumulators, ``a`` the 4
+    # and ``b`` the 2 tf32 operands of this lane, in PTX's fragment layout (lane = 4 g + r:
+    # a[j] = A[g + 8 (j & 1), r + 4 (j >> 1)], b[j] = B[r + 4 j, g],
+    # d[j] = D[g + 8 (j >> 1), 2 r + (j & 1)]). Every thread of the block calls it together.
+    mma_prelude: str
+
+
+_CUDA_MMA = r"""
+__device__ __forceinline__ float specux_tf32(float x) {
+    unsigned int u; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x)); return __uint_as_float(u);
+}
+#define SPECUX_MMA_TF32(d, a, b) asm( \
+    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 " \
+    "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" \
+    : "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3]) \
+    : "r"(__float_as_uint((a)[0])), "r"(__float_as_uint((a)[1])), \
+      "r"(__float_as_uint((a)[2])), "r"(__float_as_uint((a)[3])), \
+      "r"(__float_as_uint((b)[0])), "r"(__float_as_uint((b)[1])))
+"""
+
+# The emulation exchanges the warp's fragments through ``specux_exchange`` (10 floats a
+# thread) between two block barriers; the products are summed in double and rounded once
+# (the tensor cores' own rounding of the sum differs: tests compare within tolerance).
+_CPP_MMA = r"""
+static inline float specux_tf32(float x) {
+    std::uint32_t u; std::memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    float y; std::memcpy(&y, &u, 4); return y;
+}
+static inline void specux_mma_emulate(int tid, float* exchange, std::barrier<>* barrier,
+                                      float* d, const float* a, const float* b) {
+    float* mine = exchange + tid * 10;
+    for (int j = 0; j < 4; ++j) { mine[j] = a[j]; mine[4 + j] = d[j]; }
+    mine[8] = b[0]; mine[9] = b[1];
+    barrier->arrive_and_wait();
+    const float* warp = exchange + (tid - tid % 32) * 10;
+    const int g = (tid % 32) / 4, r = tid % 4;
+    float out[4];
+    for (int j = 0; j < 4; ++j) {
+        const int row = g + 8 * (j >> 1), col = 2 * r + (j & 1);
+        double sum = warp[(g * 4 + col / 2) * 10 + 4 + (col & 1) + 2 * (row / 8)];
+        for (int k = 0; k < 8; ++k)
+            sum += (double)warp[(g * 4 + k % 4) * 10 + row / 8 + 2 * (k / 4)]
+                 * (double)warp[(col * 4 + k % 4) * 10 + 8 + k / 4];
+        out[j] = (float)sum;
+    }
+    barrier->arrive_and_wait();
+    for (int j = 0; j < 4; ++j) d[j] = out[j];
+}
+#define SPECUX_MMA_TF32(d, a, b) \
+    specux_mma_emulate(tid, specux_exchange, specux_barrier, (d), (a), (b))
+"""
 
 
 _CUDA_PRELUDE = r"""
@@ -113,6 +168,7 @@ CUDA = Dialect(
     block_close="}}\n",
     barrier="__syncthreads();",
     fresh_tid="specux_fresh_tid()",
+    mma_prelude=_CUDA_MMA,
 )
 
 CPP = Dialect(
@@ -134,7 +190,8 @@ CPP = Dialect(
     # show up in the results); blocks run one after another.
     block_open=(
         "static inline void {name}_lane(int tid, long long block, unsigned char* specux_shared,\n"
-        "                               std::barrier<>* specux_barrier, {params}) {{\n"
+        "                               std::barrier<>* specux_barrier, float* specux_exchange,\n"
+        "                               {params}) {{\n"
     ),
     block_close=(
         "}}\n"
@@ -144,10 +201,12 @@ CPP = Dialect(
         "    for (long long block = 0; block < blocks; ++block) {{\n"
         "        std::fill(memory.begin(), memory.end(), (unsigned char)0xFF);\n"
         "        std::barrier<> barrier((std::ptrdiff_t)threads);\n"
+        "        std::vector<float> exchange(threads * 10);\n"
         "        std::vector<std::thread> lanes;\n"
         "        for (long long lane = 0; lane < threads; ++lane)\n"
         "            lanes.emplace_back([&, lane] {{\n"
-        "                {name}_lane((int)lane, block, memory.data(), &barrier, {args});\n"
+        "                {name}_lane((int)lane, block, memory.data(), &barrier, exchange.data(),\n"
+        "                           {args});\n"
         "            }});\n"
         "        for (auto& lane : lanes) lane.join();\n"
         "    }}\n"
@@ -155,6 +214,7 @@ CPP = Dialect(
     ),
     barrier="specux_barrier->arrive_and_wait();",
     fresh_tid="tid",  # compiled at -O0: nothing is shared between phases
+    mma_prelude=_CPP_MMA,
 )
 
 DIALECTS = {d.name: d for d in (CUDA, CPP)}

@@ -59,7 +59,9 @@ and the torch route's fftconvolve product and unfused stft mapping, so both give
   constant-Q kernels of one octave group. A tiled block kernel (``option``
   ``"c<lanes>n<n>m<m>"``, the tile: see :func:`correlate_tile`); kernels longer than
   ``CORRELATE_SPLIT`` taps write one partial sum per split (``(splits, rows * count,
-  size)``) instead, and
+  size)``) instead. Option ``"w<n>m<m>"`` (float32): the tensor-core tile
+  (:func:`_tiled_mma`), its own splits (:func:`mma_splits`) into the same partials layout;
+  and
 - ``partsum`` adds them up in split order: ``out[q, pad + c] = sum_s in[s, q, c]`` over
   ``count`` splits, ``rows`` frames of ``stop`` outputs.
 - ``correlate_t``: the transpose of ``correlate`` (the constant-Q adjoint), tiled too:
@@ -129,6 +131,11 @@ class GatherSpec:
             raise ValueError(f"kind={self.kind!r} is not one of {KINDS}")
         if self.tiled:
             correlate_tile(self.option)  # raises for a malformed tile
+            if mma_tile(self.option) is not None and (self.kind, self.precision) != (
+                    "correlate", "float32"):  # fmt: skip
+                raise ValueError(f"the tensor-core tile option={self.option!r} is for kind "
+                                 f"'correlate' in float32, not {self.kind!r} in "
+                                 f"{self.precision}")  # fmt: skip
 
     @property
     def tiled(self) -> bool:
@@ -463,31 +470,68 @@ CORRELATE_TAPS = 32  # divides CORRELATE_THREADS: a thread stages one step of se
 CORRELATE_SPLIT = 256  # a multiple of CORRELATE_TAPS
 CORRELATE_LANES = (1, 2, 4, 8)  # column lanes a tile may have
 TILED_KINDS = ("correlate", "correlate_t")
+_MMA_ROWS = 16 * CORRELATE_THREADS // 32  # rows of a tensor-core tile per m: 16 a warp
+MMA_WINDOW = 32  # hop-steps a tensor-core block sums at most (its window: rows + 31 frames)
 
 
 def correlate_tile(option: str) -> tuple[int, int, int]:
     """(lanes, n, m) of a tiled kind's option ``"c<lanes>n<n>m<m>"``: a block's tile is
-    ``(CORRELATE_THREADS // lanes) * m`` rows by ``lanes * n`` columns."""
+    ``(CORRELATE_THREADS // lanes) * m`` rows by ``lanes * n`` columns. A tensor-core tile
+    ``"w<n>m<m>"`` (:func:`mma_tile`) reads as ``(0, n, m)``."""
+    if mma_tile(option) is not None:
+        n, m = mma_tile(option)
+        return 0, n, m
     match = re.fullmatch(r"c([1248])n([1-8])m([1-8])", option)
     if match is None:
-        raise ValueError(f"correlate option={option!r} is not 'c<1|2|4|8>n<1..8>m<1..8>'")
+        raise ValueError(f"correlate option={option!r} is not 'c<1|2|4|8>n<1..8>m<1..8>' "
+                         "(or a tensor-core tile 'w<1..4>m<1..2>')")  # fmt: skip
     return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def mma_tile(option: str) -> tuple[int, int] | None:
+    """(n, m) of a tensor-core tile ``"w<n>m<m>"`` (forward correlation, float32 only): each
+    of the block's 4 warps computes m 16-row by n 8-column products (mma.sync m16n8k8 in
+    three tf32 passes: :func:`_tiled_mma`), a block ``64 m`` rows by ``8 n`` columns; None
+    for the other options."""
+    match = re.fullmatch(r"w([1-4])m([12])", option)
+    return None if match is None else (int(match.group(1)), int(match.group(2)))
 
 
 def correlate_frames(option: str) -> int:
     """Rows of a tiled block's tile."""
     lanes, _, m = correlate_tile(option)
-    return CORRELATE_THREADS // lanes * m
+    return _MMA_ROWS * m if lanes == 0 else CORRELATE_THREADS // lanes * m
+
+
+def correlate_columns(option: str) -> int:
+    """Columns of a tiled block's tile."""
+    lanes, n, _ = correlate_tile(option)
+    return 8 * n if lanes == 0 else lanes * n
+
+
+def _mma_strides(option: str) -> tuple[int, int]:
+    """Shared row strides of a tensor-core tile's staged operands, in floats: the left
+    operand row-major (its fragment loads, 8 rows by 4 steps a warp, and its stores, 32
+    steps of one row, each hit 32 distinct banks), the right one step-major with its rows
+    padded to 8 or 24 modulo 32 (the fragment loads, 4 steps by 8 columns, hit distinct
+    banks)."""
+    columns = correlate_columns(option)
+    return CORRELATE_TAPS + 4, columns + (8 if columns % 32 in (0, 16) else 0)
 
 
 def correlate_shared_bytes(option: str, precision: str) -> int:
     """Dynamic shared memory of a tiled block: two int64 per tile row (where its operand
     row starts, and its block index for correlate_t), the left operand's staged steps
-    (rows padded by one slot) and the right one's."""
-    lanes, n, _ = correlate_tile(option)
+    (rows padded by one slot) and the right one's; a tensor-core tile: its window of
+    ``rows + MMA_WINDOW - 1`` frame starts and one hop-step of the right operand, at
+    :func:`_mma_strides`."""
     tm = correlate_frames(option)
+    if mma_tile(option) is not None:
+        stride_a, stride_b = _mma_strides(option)
+        return ((tm + MMA_WINDOW - 1) * stride_a + CORRELATE_TAPS * stride_b) * 4
     itemsize = 8 if precision == "float64" else 4
-    return 16 * tm + (CORRELATE_TAPS * (tm + 1) + CORRELATE_TAPS * lanes * n) * itemsize
+    columns = correlate_columns(option)
+    return 16 * tm + (CORRELATE_TAPS * (tm + 1) + CORRELATE_TAPS * columns) * itemsize
 
 
 def _tiled_forward(tm: int) -> dict:
@@ -611,6 +655,161 @@ def _staged_steps(parts: dict, tm: int, tn: int, barrier: str, ahead: bool) -> l
     ]  # fmt: skip
 
 
+def mma_splits(taps: int, hop: int) -> int:
+    """Blocks a tensor-core correlation cuts each output tile's sum into (the rule
+    :func:`_tiled_mma` renders): ``Q = ceil(taps / hop)`` hop-steps of 32-sample chunks of a
+    hop's ``min(hop, taps)`` samples; with ``Q > 1`` every (chunk, group of up to
+    ``MMA_WINDOW`` hop-steps) is a block, else a block sums all of its chunks."""
+    steps = -(-taps // hop)
+    chunks = -(-min(hop, taps) // CORRELATE_TAPS)
+    per = 1 if steps > 1 else chunks
+    return -(-chunks // per) * -(-steps // MMA_WINDOW)
+
+
+def _tiled_mma(spec: GatherSpec, barrier: str) -> str:
+    """The forward correlation on the tensor cores (option ``"w<n>m<m>"``, float32).
+
+    Taps as (hop-step s, sample u): tap ``j = s * hop + u`` of frame t reads sample
+    ``(t + s) * hop + u`` -- the sample frame t + s reads at tap u. A block takes ``TM``
+    consecutive frames of one signal and one 32-sample chunk of u: it stages a window of
+    ``TM + S - 1`` frame starts by 32 samples once (S the block's hop-steps, at most
+    ``MMA_WINDOW``), and each hop-step's left operand is that window shifted by one row:
+    each sample is loaded once a block instead of once for every frame that reads it (23
+    times for cqt's lowest octave at hop 512). The right operand (the kernel rows of one
+    hop-step) is loaded ahead into registers as in :func:`_staged_steps`. Blocks split the
+    sum as :func:`mma_splits` (partial sums added by ``partsum``, as the SIMT tiles' splits).
+
+    Products: each warp's ``m`` x ``n`` fragments by mma.sync m16n8k8 in tf32 three times
+    -- ``a = ah + al``, ``b = bh + bl`` split into tf32 high and low parts, ``d += al bh + ah
+    bl + ah bh`` (the "3xTF32" scheme: the dropped ``al bl`` and the parts' rounding are
+    2**-21 or less of each product, about float32's own rounding), split as the fragments
+    are loaded (splitting once as they are staged instead, in shared memory twice the size
+    with 16 hop-steps a window, ran cqt's octaves 5-30% slower on the H200). Each
+    hop-step's 32
+    samples accumulate in fresh tensor-core sums, added to the float32 totals once a step.
+    Not the bits of the SIMT tiles (those sum in one ascending chain), within float32
+    rounding of them; every tensor-core tile gives the same bits (an output's sum does not
+    depend on the tile)."""
+    n, m = mma_tile(spec.option)
+    tm, tn = correlate_frames(spec.option), correlate_columns(spec.option)
+    tk, threads, window = CORRELATE_TAPS, CORRELATE_THREADS, MMA_WINDOW
+    stride_a, stride_b = _mma_strides(spec.option)
+    n_b = -(-tk * tn // threads)
+    fetch_b = [
+        f"for (int s = 0; s < {n_b}; ++s) {{",
+        f"    const int i = tid + s * {threads};",
+        f"    const long long u = u0 + i / {tn}, j = step * hop + u, c = c0 + i % {tn};",
+        f"    pb[s] = i < {tk * tn} && u < u_hi && j < frame_len && c < n_cols"
+        " ? right[j * size + c] : 0.0f;",
+        "}",
+    ]
+    rows_a = f"warp * {16 * m} + i * 16 + g + 8 * (j & 1) + (int)(step - s_lo)"
+    slot_b = "i" if stride_b == tn else f"i / {tn} * {stride_b} + i % {tn}"
+    return "\n".join([
+        f"    const long long TM = {tm}, TN = {tn};",
+        "    const long long n_rows = rows * count, n_cols = size;",
+        "    const long long taps_s = (frame_len + hop - 1) / hop;  // hop-steps",
+        "    const long long width = hop < frame_len ? hop : frame_len;  // samples a step",
+        f"    const long long chunks = (width + {tk - 1}) / {tk};",
+        "    const long long per = taps_s > 1 ? 1 : chunks;  // chunks a block",
+        f"    const long long groups = (taps_s + {window - 1}) / {window};",
+        "    const long long splits = (chunks + per - 1) / per * groups;",
+        "    const long long tiles = (count + TM - 1) / TM;  // row tiles a signal",
+        "    const long long n_mt = rows * tiles, n_ct = (n_cols + TN - 1) / TN;",
+        "    const long long mt = block % n_mt, ct = (block / n_mt) % n_ct;",
+        "    const long long split = block / (n_mt * n_ct);",
+        "    const long long t0 = (mt % tiles) * TM, c0 = ct * TN;",
+        f"    const long long s_lo = split % groups * {window};",
+        f"    const long long s_hi = taps_s - s_lo < {window} ? taps_s : s_lo + {window};",
+        f"    const long long u_lo = split / groups * per * {tk};",
+        f"    const long long u_hi = width - u_lo < per * {tk} ? width : u_lo + per * {tk};",
+        "    const storage_t* in = (const storage_t*)in_ptr + mt / tiles * sig_len;",
+        "    const float* right = (const float*)table_a;",
+        "    const int warp = tid / 32, g = (tid % 32) / 4, r = tid % 4;",
+        "    float* xs = (float*)specux_shared;  // the window",
+        f"    float* ks = xs + {(tm + window - 1) * stride_a};  // a hop-step's kernel rows",
+        f"    float acc[{m}][{n}][4];",
+        "    #pragma unroll",
+        f"    for (int i = 0; i < {m}; ++i)",
+        f"        for (int k = 0; k < {n}; ++k)",
+        "            for (int j = 0; j < 4; ++j) acc[i][k][j] = 0.0f;",
+        f"    for (long long u0 = u_lo; u0 < u_hi; u0 += {tk}) {{",
+        f"        for (int w = tid / {tk}; w < TM + s_hi - s_lo - 1; w += {threads // tk}) {{",
+        f"            const long long u = u0 + tid % {tk};",
+        "            const long long p = start + (t0 + s_lo + w) * hop + u;",
+        f"            xs[w * {stride_a} + tid % {tk}] ="
+        " u < u_hi && p < sig_len ? to_real(in[p]) : 0.0f;",
+        "        }",
+        f"        float pb[{n_b}];",
+        "        {",
+        "            const long long step = s_lo;",
+        *["            " + line for line in fetch_b],
+        "        }",
+        "        for (long long step = s_lo; step < s_hi; ++step) {",
+        f"            for (int s = 0; s < {n_b}; ++s) {{",
+        f"                const int i = tid + s * {threads};",
+        f"                if (i < {tk * tn}) ks[{slot_b}] = pb[s];",
+        "            }",
+        f"            {barrier}",
+        "            if (step + 1 < s_hi) {",
+        "                const long long step_next = step + 1;",
+        *["                " + line.replace("step * hop", "step_next * hop")
+          for line in fetch_b],
+        "            }",
+        f"            float d[{m}][{n}][4];",
+        "            #pragma unroll",
+        f"            for (int i = 0; i < {m}; ++i)",
+        f"                for (int k = 0; k < {n}; ++k)",
+        "                    for (int j = 0; j < 4; ++j) d[i][k][j] = 0.0f;",
+        "            #pragma unroll",
+        f"            for (int kk = 0; kk < {tk}; kk += 8) {{",
+        f"                float ah[{m}][4], al[{m}][4], bh[{n}][2], bl[{n}][2];",
+        "                #pragma unroll",
+        f"                for (int i = 0; i < {m}; ++i)",
+        "                    for (int j = 0; j < 4; ++j) {",
+        f"                        const float v = xs[({rows_a}) * {stride_a}"
+        " + kk + r + 4 * (j >> 1)];",
+        "                        ah[i][j] = specux_tf32(v);",
+        "                        al[i][j] = specux_tf32(v - ah[i][j]);",
+        "                    }",
+        "                #pragma unroll",
+        f"                for (int k = 0; k < {n}; ++k)",
+        "                    for (int j = 0; j < 2; ++j) {",
+        f"                        const float v = ks[(kk + r + 4 * j) * {stride_b} + k * 8 + g];",
+        "                        bh[k][j] = specux_tf32(v);",
+        "                        bl[k][j] = specux_tf32(v - bh[k][j]);",
+        "                    }",
+        "                #pragma unroll",
+        f"                for (int i = 0; i < {m}; ++i)",
+        f"                    for (int k = 0; k < {n}; ++k) {{",
+        "                        SPECUX_MMA_TF32(d[i][k], al[i], bh[k]);",
+        "                        SPECUX_MMA_TF32(d[i][k], ah[i], bl[k]);",
+        "                        SPECUX_MMA_TF32(d[i][k], ah[i], bh[k]);",
+        "                    }",
+        "            }",
+        "            #pragma unroll",
+        f"            for (int i = 0; i < {m}; ++i)",
+        f"                for (int k = 0; k < {n}; ++k)",
+        "                    for (int j = 0; j < 4; ++j) acc[i][k][j] += d[i][k][j];",
+        f"            {barrier}",
+        "        }",
+        "    }",
+        "    storage_t* out = (storage_t*)out_ptr;",
+        "    #pragma unroll",
+        f"    for (int i = 0; i < {m}; ++i)",
+        f"        for (int k = 0; k < {n}; ++k)",
+        "            for (int j = 0; j < 4; ++j) {",
+        f"                const long long t = t0 + warp * {16 * m} + i * 16 + g + 8 * (j >> 1);",
+        "                const long long c = c0 + k * 8 + 2 * r + (j & 1);",
+        "                if (t >= count || c >= n_cols) continue;",
+        "                const long long q = mt / tiles * count + t;",
+        "                const real_t v = acc[i][k][j];",
+        "                if (splits > 1) put(&out[(split * n_rows + q) * size + c], v);",
+        "                else put(&out[q * stop + pad + c], v);",
+        "            }",
+    ])  # fmt: skip
+
+
 def _tiled(spec: GatherSpec, barrier: str) -> str:
     lanes, n, m = correlate_tile(spec.option)
     tm, tn = correlate_frames(spec.option), lanes * n
@@ -676,15 +875,17 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
     the tiled kinds, :attr:`GatherSpec.tiled`)."""
     params = ", ".join(f"{t} {name}" for t, name in GATHER_PARAMS)
     args = ", ".join(name for _, name in GATHER_PARAMS)
+    mma = spec.tiled and mma_tile(spec.option) is not None
     if spec.tiled:
-        open_, body = dialect.block_open, _tiled(spec, dialect.barrier)
+        tiled = _tiled_mma if mma else _tiled
+        open_, body = dialect.block_open, tiled(spec, dialect.barrier)
         close = dialect.block_close
     else:
         open_, body, close = dialect.kernel_open, _body(spec), dialect.kernel_close
     source = [
         f"// specux gather kernel: {spec.kind} storage={spec.storage} "
         f"precision={spec.precision} option={spec.option or '-'}",
-        dialect.prelude,
+        dialect.prelude + (dialect.mma_prelude if mma else ""),
         f"typedef {_REAL[spec.precision]} real_t;",
         _types(dialect.function),  # to_real / put for every storage, as the FFT kernels use
         f"typedef {_REAL_STORAGE[spec.storage]} storage_t;",
@@ -698,5 +899,6 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
 __all__ = ["CORRELATE_LANES", "CORRELATE_SPLIT", "CORRELATE_TAPS", "CORRELATE_THREADS",
            "GATHER_NAME", "GATHER_PARAMS", "GATHER_THREADS", "SEAM_POSITIONS", "TILED_KINDS",
            "GatherSpec",
-           "correlate_frames", "correlate_shared_bytes", "correlate_tile",
+           "correlate_columns", "correlate_frames", "correlate_shared_bytes", "correlate_tile",
+           "MMA_WINDOW", "mma_splits", "mma_tile",
            "render_gather"]  # fmt: skip

@@ -54,6 +54,8 @@ class CudaDevice(Device):
         self.library = library  # "cupy": cupy's pool; "numpy": the call's own allocations
         self.pool = pool  # numpy route: specux's memory pool of the device
         self.constants = runtime.once(_constants, self.index, dict)
+        # mma.sync on tf32 (transform_exec.tensor_cores): compute capability 8.0 or later
+        self.tensor_cores = runtime.compute_capability(self.index) >= (8, 0)
         self._owned: list[int] = []
         self._driver = _cuda.driver()
 

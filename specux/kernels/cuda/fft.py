@@ -14,6 +14,7 @@ import torch
 
 from specux.compat.torch_compat import current_raw_stream, dtype_name, upload
 from specux.kernels.cuda.launch import kernel, launch
+from specux.kernels.cuda.runtime import compute_capability
 from specux.kernels.fft_exec import Strides, transform_1d
 from specux.kernels.native import axis_scale
 from specux.meta import dtypes
@@ -41,6 +42,8 @@ class TorchCudaBackend:
         self.device = device
         self.index = device.index if device.index is not None else torch.cuda.current_device()
         self.stream = current_raw_stream(self.index)
+        # mma.sync on tf32 (transform_exec.tensor_cores): compute capability 8.0 or later
+        self.tensor_cores = compute_capability(self.index) >= (8, 0)
 
     def scratch(self, count: int, precision: str) -> torch.Tensor:
         return torch.empty(count, dtype=_SCRATCH[precision], device=self.device)
