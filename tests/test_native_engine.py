@@ -421,6 +421,61 @@ def test_tensor_core_correlate_tiles(rows, count, columns, taps, hop):
     assert rel_peak(np.nan_to_num(results[0]), np.nan_to_num(reference)) <= PEAK["float32"]
 
 
+_MMA_PROBE = r"""
+extern "C" void probe(const void* a_in, const void* b_in, const void* c_in, void* d_out,
+                      const void* x_in, void* t_out) {
+    const float *A = (const float*)a_in, *B = (const float*)b_in, *C = (const float*)c_in;
+    const float* X = (const float*)x_in;
+    float *D = (float*)d_out, *T = (float*)t_out;
+    std::barrier<> barrier(32);
+    std::vector<float> exchange(32 * 10);
+    std::vector<std::thread> lanes;
+    for (int tid = 0; tid < 32; ++tid)
+        lanes.emplace_back([&, tid] {
+            std::barrier<>* specux_barrier = &barrier;
+            float* specux_exchange = exchange.data();
+            const int g = tid / 4, r = tid % 4;  // PTX ISA, mma.m16n8k8 .tf32 fragments
+            float a[4], b[2], d[4];
+            for (int j = 0; j < 4; ++j) {
+                a[j] = A[(g + 8 * (j & 1)) * 8 + r + 4 * (j >> 1)];
+                d[j] = C[(g + 8 * (j >> 1)) * 8 + 2 * r + (j & 1)];
+            }
+            for (int j = 0; j < 2; ++j) b[j] = B[(r + 4 * j) * 8 + g];
+            SPECUX_MMA_TF32(d, a, b);
+            for (int j = 0; j < 4; ++j) D[(g + 8 * (j >> 1)) * 8 + 2 * r + (j & 1)] = d[j];
+            T[tid] = specux_tf32(X[tid]);
+        });
+    for (auto& lane : lanes) lane.join();
+}
+"""
+
+
+def test_emulated_mma_follows_the_ptx_fragment_layout():
+    """The host dialect's mma.sync (SPECUX_MMA_TF32) on one warp whose lanes hold PTX's
+    m16n8k8 tf32 fragments (written here from the ISA's layout, not from the emulator's):
+    D = A B + C exactly on values tf32 holds, and specux_tf32 rounds to 10 mantissa bits, to
+    nearest with ties away from zero (cvt.rna.tf32.f32)."""
+    from specux.kernels.codegen.dialects import CPP
+
+    params = tuple(("const void*" if i in (0, 1, 2, 4) else "void*", f"p{i}") for i in range(6))
+    lib = emulate._build(CPP.prelude + CPP.mma_prelude + _MMA_PROBE, "probe", params, 0)
+    rng = np.random.default_rng(5)
+    a = rng.integers(-64, 64, (16, 8)).astype(np.float32) / 4
+    b = rng.integers(-64, 64, (8, 8)).astype(np.float32) / 8
+    c = rng.integers(-64, 64, (16, 8)).astype(np.float32)
+    d = np.zeros((16, 8), np.float32)
+    ulp = 2.0**-10  # tf32's spacing at 1
+    x = np.zeros(32, np.float32)
+    x[:8] = [1 + ulp / 2, 1 + ulp / 4, 1 + 3 * ulp / 4, -(1 + ulp / 2), 3 + ulp, 0.0, -0.0,
+             1 + ulp / 2 - 2.0**-23]
+    rounded = [1 + ulp, 1.0, 1 + ulp, -(1 + ulp), 3.0 + 2 * ulp, 0.0, -0.0, 1.0]
+    t = np.zeros(32, np.float32)
+    lib.probe(*(arr.ctypes.data for arr in (a, b, c, d, x, t)))
+    assert np.array_equal(d, a.astype(np.float64) @ b + c)
+    assert np.array_equal(t[:8], np.array(rounded, np.float32))
+    assert np.signbit(t[6])
+
+
 def test_tensor_core_tiles_are_chosen_for_float32_only(monkeypatch):
     """The planner picks a tensor-core tile when the backend has tensor cores, in float32,
     unless SPECUX_TENSOR_CORES=0; never for float64 (refused if asked)."""
