@@ -72,12 +72,13 @@ def db_into(values: np.ndarray, factor: float, eps: float, out: np.ndarray) -> N
     ``factor / ln(10) * ln(values)`` above ``eps``: numpy's natural log is vectorized and its
     log10 is not (400k float32 values on the 2-core development machine: 0.79 vs 2.79 ms), and
     both agree with float64 to float32's rounding (max abs error 2.35e-7 vs 2.33e-7 for
-    values in [1e-6, 100]). Values at or below ``eps`` get the floor as log10 gives it, bit
-    for bit (``10 log10(1e-10)`` is exactly -100; the natural log's route lands an ulp or
-    two above it), which the dB backward recognizes."""
+    values in [1e-6, 100]). Values at or below ``eps`` get the floor ``factor * log10(eps)``
+    computed in float64 and rounded once (-100 for 1e-10 in float32 and float64; the natural
+    log's route lands an ulp or two above it, and numpy 2.4.6's float32 log10 gives
+    -10.000001 for 1e-10), which the dB backward recognizes."""
     dtype = out.dtype.type
     with np.errstate(divide="ignore", invalid="ignore"):  # eps 0: the floor is -inf
-        floor = np.log10(dtype(eps)) * dtype(factor)
+        floor = dtype(np.float64(factor) * np.log10(np.float64(dtype(eps))))
     low = values <= eps  # before ``out`` (maybe ``values``) is overwritten
     np.maximum(values, dtype(eps), out=out)
     np.log(out, out=out)
