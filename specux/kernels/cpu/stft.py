@@ -71,7 +71,7 @@ def db_into(values: np.ndarray, factor: float, eps: float, out: np.ndarray) -> N
     """``out = factor * log10(max(values, eps))`` (``out`` may be ``values``), computed as
     ``factor / ln(10) * ln(values)`` above ``eps``: numpy's float32 natural log is vectorized
     where its log10 was not before numpy 2.4 (400k float32 values on the 2-core development
-    machine with the numpy of 2026-12-02: 0.79 vs 2.79 ms; numpy 2.4.6 vectorizes both, 0.15
+    machine with an earlier numpy release: 0.79 vs 2.79 ms; numpy 2.4.6 vectorizes both, 0.15
     vs 0.11 ms), and both agree with float64 to float32's rounding (max abs error 2.35e-7 vs
     2.33e-7 for values in [1e-6, 100]). Values at or below ``eps`` get the floor
     ``factor * log10(eps)`` computed in float64 and rounded once (-100 for 1e-10 in float32
