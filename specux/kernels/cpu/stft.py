@@ -69,14 +69,14 @@ _LN10 = math.log(10.0)
 
 def db_into(values: np.ndarray, factor: float, eps: float, out: np.ndarray) -> None:
     """``out = factor * log10(max(values, eps))`` (``out`` may be ``values``), computed as
-    ``factor / ln(10) * ln(values)`` above ``eps``: numpy's float32 natural log is vectorized
-    where its log10 was not before numpy 2.4 (400k float32 values on the 2-core development
-    machine with an earlier numpy release: 0.79 vs 2.79 ms; numpy 2.4.6 vectorizes both, 0.15
-    vs 0.11 ms), and both agree with float64 to float32's rounding (max abs error 2.35e-7 vs
-    2.33e-7 for values in [1e-6, 100]). Values at or below ``eps`` get the floor
-    ``factor * log10(eps)`` computed in float64 and rounded once (-100 for 1e-10 in float32
-    and float64; the natural log's route lands an ulp or two above it, and numpy 2.4.6's
-    float32 log10 gives -10.000001 for 1e-10), which the dB backward recognizes."""
+    ``factor / ln(10) * ln(values)`` above ``eps``: an earlier numpy release vectorized the
+    float32 natural log and not log10 (400k float32 values on the 2-core development
+    machine: 0.79 vs 2.79 ms; numpy 2.4.6 vectorizes both, 0.15 vs 0.11 ms), and both agree
+    with float64 to float32's rounding (max abs error 2.35e-7 vs 2.33e-7 for values in
+    [1e-6, 100]). Values at or below ``eps`` get the floor ``factor * log10(eps)`` computed
+    in float64 and rounded once (-100 for 1e-10 in float32 and float64; the natural log's
+    route lands an ulp or two above it, and numpy 2.4.6's float32 log10 gives -10.000001 for
+    1e-10), which the dB backward recognizes."""
     dtype = out.dtype.type
     with np.errstate(divide="ignore", invalid="ignore"):  # eps 0: the floor is -inf
         floor = dtype(np.float64(factor) * np.log10(np.float64(dtype(eps))))
