@@ -494,7 +494,7 @@ def test_tensor_core_tiles_are_chosen_for_float32_only(monkeypatch):
     # cqt's octaves on the PERF.md workload: 24 columns, 16 signals of 431 frames, hop 512
     assert option(16, 431, 24, 11687, 512, "float32", True) == "w3m2"
     assert option(16, 431, 24, 730, 512, "float32", True) == "w3m2"
-    assert option(2, 431, 24, 730, 512, "float32", True) == "w3m1"  # 264 blocks or more
+    assert option(2, 431, 24, 730, 512, "float32", True) == "w3m1"  # w3m2: 128 blocks < 264
     assert option(16, 4000, 40, 1000, 512, "float32", True) == "w4m1"
     assert mma_tile(option(16, 431, 24, 730, 512, "float32")) is None
     # one hop-step (cqt's octaves of 183 and 365 taps at hop 512, mfcc's DCT: 80 taps at a
