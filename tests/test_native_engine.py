@@ -264,6 +264,13 @@ def test_correlate_kernel_is_tile_independent(precision, rows, count, columns, t
     product, and every tile (partial tiles of frames, columns and taps; the planner's choice
     among them) gives the same bits, the columns outside its window untouched; 2100 taps
     take several splits (CORRELATE_SPLIT) and the partial sums' launch."""
+    _check_correlate_tiles(rows, count, columns, taps, hop, precision,
+                           (None, "c1n1m1", "c2n3m2", "c8n5m4", "c4n8m1"), emulate.HostBackend())
+
+
+def _check_correlate_tiles(rows, count, columns, taps, hop, precision, tiles, backend):
+    """transform_exec.correlate on ``backend`` with each of ``tiles`` against a float64
+    product: the same bits for every tile, the columns outside the window untouched (NaN)."""
     from specux.kernels import transform_exec
 
     rng = np.random.default_rng(columns)
@@ -275,9 +282,9 @@ def test_correlate_kernel_is_tile_independent(precision, rows, count, columns, t
         frames = x[:, start + t * hop : start + t * hop + taps].astype(np.float64)
         reference[:, t, column : column + columns] = frames @ kernel.astype(np.float64)
     results = []
-    for option in (None, "c1n1m1", "c2n3m2", "c8n5m4", "c4n8m1"):
+    for option in tiles:
         out = np.full((rows, count, width), np.nan, precision)
-        transform_exec.correlate(emulate.HostBackend(), x, out, kernel, rows=rows, count=count,
+        transform_exec.correlate(backend, x, out, kernel, rows=rows, count=count,
                                  columns=columns, taps=taps, hop=hop, row_len=row_len,
                                  start=start, out_width=width, column=column,
                                  precision=precision, option=option)  # fmt: skip
@@ -395,30 +402,10 @@ def test_tensor_core_correlate_tiles(rows, count, columns, taps, hop):
     chunks a hop (40, 64), 40 hop-steps in two windows (200 taps at hop 5). Each output is
     its row's and column's own sum whatever the tile: every tensor-core tile gives the same
     bits."""
-    from specux.kernels import transform_exec
-
-    rng = np.random.default_rng(columns)
-    row_len, start, column, width = (count - 1) * hop + taps + 11, 4, 3, columns + 6
-    x = rng.standard_normal((rows, row_len)).astype(np.float32)
-    kernel = rng.standard_normal((taps, columns)).astype(np.float32)
-    reference = np.full((rows, count, width), np.nan)
-    for t in range(count):
-        frames = x[:, start + t * hop : start + t * hop + taps].astype(np.float64)
-        reference[:, t, column : column + columns] = frames @ kernel.astype(np.float64)
     backend = emulate.HostBackend()
     backend.tensor_cores = True
-    results = []
-    for option in ("w1m1", "w3m2", "w4m1", "w2m2"):
-        out = np.full((rows, count, width), np.nan, np.float32)
-        transform_exec.correlate(backend, x, out, kernel, rows=rows, count=count,
-                                 columns=columns, taps=taps, hop=hop, row_len=row_len,
-                                 start=start, out_width=width, column=column,
-                                 precision="float32", option=option)  # fmt: skip
-        results.append(out)
-    for out in results[1:]:
-        assert np.array_equal(out, results[0], equal_nan=True)
-    assert np.array_equal(np.isnan(results[0]), np.isnan(reference))
-    assert rel_peak(np.nan_to_num(results[0]), np.nan_to_num(reference)) <= PEAK["float32"]
+    _check_correlate_tiles(rows, count, columns, taps, hop, "float32",
+                           ("w1m1", "w3m2", "w4m1", "w2m2"), backend)  # fmt: skip
 
 
 _MMA_PROBE = r"""

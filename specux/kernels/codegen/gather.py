@@ -472,6 +472,7 @@ CORRELATE_LANES = (1, 2, 4, 8)  # column lanes a tile may have
 TILED_KINDS = ("correlate", "correlate_t")
 _MMA_ROWS = 16 * CORRELATE_THREADS // 32  # rows of a tensor-core tile per m: 16 a warp
 MMA_WINDOW = 32  # hop-steps a tensor-core block sums at most (its window: rows + 31 frames)
+MMA_CAPABILITY = (8, 0)  # mma.sync on tf32 and cvt.rna.tf32 (PTX): sm_80 and later
 
 
 def correlate_tile(option: str) -> tuple[int, int, int]:
@@ -684,9 +685,8 @@ def _tiled_mma(spec: GatherSpec, barrier: str) -> str:
     bl + ah bh`` (the "3xTF32" scheme: the dropped ``al bl`` and the parts' rounding are
     2**-21 or less of each product, about float32's own rounding), split as the fragments
     are loaded (splitting once as they are staged instead, in shared memory twice the size
-    with 16 hop-steps a window, ran cqt's octaves 5-30% slower on the H200). Each
-    hop-step's 32
-    samples accumulate in fresh tensor-core sums, added to the float32 totals once a step.
+    with 16 hop-steps a window, ran cqt's octaves 5-30% slower on the H200). Each hop-step's
+    32 samples accumulate in fresh tensor-core sums, added to the float32 totals once a step.
     Not the bits of the SIMT tiles (those sum in one ascending chain), within float32
     rounding of them; every tensor-core tile gives the same bits (an output's sum does not
     depend on the tile)."""
@@ -695,14 +695,18 @@ def _tiled_mma(spec: GatherSpec, barrier: str) -> str:
     tk, threads, window = CORRELATE_TAPS, CORRELATE_THREADS, MMA_WINDOW
     stride_a, stride_b = _mma_strides(spec.option)
     n_b = -(-tk * tn // threads)
-    fetch_b = [
-        f"for (int s = 0; s < {n_b}; ++s) {{",
-        f"    const int i = tid + s * {threads};",
-        f"    const long long u = u0 + i / {tn}, j = step * hop + u, c = c0 + i % {tn};",
-        f"    pb[s] = i < {tk * tn} && u < u_hi && j < frame_len && c < n_cols"
-        " ? right[j * size + c] : 0.0f;",
-        "}",
-    ]
+
+    def fetch_b(step: str, indent: str) -> list[str]:
+        """The kernel rows of hop-step ``step`` (32 samples of u) into registers ``pb``."""
+        return [indent + line for line in [
+            f"for (int s = 0; s < {n_b}; ++s) {{",
+            f"    const int i = tid + s * {threads};",
+            f"    const long long u = u0 + i / {tn}, j = {step} * hop + u, c = c0 + i % {tn};",
+            f"    pb[s] = i < {tk * tn} && u < u_hi && j < frame_len && c < n_cols"
+            " ? right[j * size + c] : 0.0f;",
+            "}",
+        ]]  # fmt: skip
+
     rows_a = f"warp * {16 * m} + i * 16 + g + 8 * (j & 1) + (int)(step - s_lo)"
     slot_b = "i" if stride_b == tn else f"i / {tn} * {stride_b} + i % {tn}"
     return "\n".join([
@@ -743,7 +747,7 @@ def _tiled_mma(spec: GatherSpec, barrier: str) -> str:
         f"        float pb[{n_b}];",
         "        {",
         "            const long long step = s_lo;",
-        *["            " + line for line in fetch_b],
+        *fetch_b("step", "            "),
         "        }",
         "        for (long long step = s_lo; step < s_hi; ++step) {",
         f"            for (int s = 0; s < {n_b}; ++s) {{",
@@ -753,8 +757,7 @@ def _tiled_mma(spec: GatherSpec, barrier: str) -> str:
         f"            {barrier}",
         "            if (step + 1 < s_hi) {",
         "                const long long step_next = step + 1;",
-        *["                " + line.replace("step * hop", "step_next * hop")
-          for line in fetch_b],
+        *fetch_b("step_next", "                "),
         "            }",
         f"            float d[{m}][{n}][4];",
         "            #pragma unroll",
@@ -900,5 +903,5 @@ __all__ = ["CORRELATE_LANES", "CORRELATE_SPLIT", "CORRELATE_TAPS", "CORRELATE_TH
            "GATHER_NAME", "GATHER_PARAMS", "GATHER_THREADS", "SEAM_POSITIONS", "TILED_KINDS",
            "GatherSpec",
            "correlate_columns", "correlate_frames", "correlate_shared_bytes", "correlate_tile",
-           "MMA_WINDOW", "mma_splits", "mma_tile",
+           "MMA_CAPABILITY", "MMA_WINDOW", "mma_splits", "mma_tile",
            "render_gather"]  # fmt: skip

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from specux.compat import cuda as _cuda
+from specux.kernels.codegen.gather import MMA_CAPABILITY
 from specux.kernels.cuda import runtime
 from specux.kernels.cuda.launch import launch as _launch
 from specux.kernels.native import Device, DeviceArray, itemsize
@@ -54,8 +55,7 @@ class CudaDevice(Device):
         self.library = library  # "cupy": cupy's pool; "numpy": the call's own allocations
         self.pool = pool  # numpy route: specux's memory pool of the device
         self.constants = runtime.once(_constants, self.index, dict)
-        # mma.sync on tf32 (transform_exec.tensor_cores): compute capability 8.0 or later
-        self.tensor_cores = runtime.compute_capability(self.index) >= (8, 0)
+        self.tensor_cores = runtime.compute_capability(self.index) >= MMA_CAPABILITY
         self._owned: list[int] = []
         self._driver = _cuda.driver()
 

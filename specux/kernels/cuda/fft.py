@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from specux.compat.torch_compat import current_raw_stream, dtype_name, upload
+from specux.kernels.codegen.gather import MMA_CAPABILITY
 from specux.kernels.cuda.launch import kernel, launch
 from specux.kernels.cuda.runtime import compute_capability
 from specux.kernels.fft_exec import Strides, transform_1d
@@ -42,8 +43,7 @@ class TorchCudaBackend:
         self.device = device
         self.index = device.index if device.index is not None else torch.cuda.current_device()
         self.stream = current_raw_stream(self.index)
-        # mma.sync on tf32 (transform_exec.tensor_cores): compute capability 8.0 or later
-        self.tensor_cores = compute_capability(self.index) >= (8, 0)
+        self.tensor_cores = compute_capability(self.index) >= MMA_CAPABILITY
 
     def scratch(self, count: int, precision: str) -> torch.Tensor:
         return torch.empty(count, dtype=_SCRATCH[precision], device=self.device)
