@@ -560,7 +560,7 @@ def _transform_families(recorder):
                                      strides=strides, count=40, n_fft=1024, hop=256, start=512,
                                      stop=10496, out_len=9984, scale=1 / 1024, storage=storage,
                                      precision=precision)  # fmt: skip
-        if storage == precision:  # fftconvolve's overlap-save: framing, product, c2r stores
+        if storage == precision:  # fftconvolve's overlap-save: one kernel a frame
             block = 16384 if precision == "float32" else 8192
             transform_exec.overlap_save(recorder, None, None, None, signals=2,
                                         sig_len=4 * block, short=block // 4, block=block,
@@ -611,7 +611,7 @@ def test_every_kernel_family_compiles_with_nvrtc():
     # and the framing loads / value stores of the stft kernels
     assert {spec.load.frames for spec in blocks} == {"", "constant", "indexed"}
     assert {spec.store.value for spec in blocks} == {"complex", "magnitude", "power", "db", "pow",
-                                                     "cotangent", "adjoint"}
+                                                     "cotangent", "adjoint", "convolve"}
     assert {spec.store.reduce for spec in blocks} == {"", "bank", "bank_db"}
     assert {spec.store.expand for spec in blocks} == {0, 2, plan.EXPAND_UNROLLED + 1}
     assert any(spec.store.ola_hop and spec.load_staged for spec in blocks)

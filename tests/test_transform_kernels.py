@@ -98,24 +98,35 @@ OVERLAP_SAVE_CASES = [(32, 9, 40), (32, 9, 100), (32, 16, 77), (32, 9, 10), (32,
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case", OVERLAP_SAVE_CASES)
 def test_emulated_overlap_save_equals_the_direct_convolution(case, dtype, rng):
-    """transform_exec.overlap_save (both CUDA routes' fftconvolve of real operands): the stft
-    kernel's frames, the cmul "frames" product with the rotated kernel's spectrum, and the
-    c2r stores of each frame's first hop outputs (the last frame's by offset pointers)."""
+    """transform_exec.overlap_save (both CUDA routes' fftconvolve of real operands): the
+    taps' spectra by the stft kernel, then one kernel a frame (fft_exec.convolve_1d: forward
+    transform, product with the rotated kernel's spectrum, inverse transform, the frame's
+    first hop outputs stored, fewer for a row's last frame)."""
     block, short, length = case
     precision = _PRECISION[dtype]
     x = rng.standard_normal((3, length)).astype(dtype)
     h = rng.standard_normal((3, short)).astype(dtype)
-    padded = np.zeros((3, block))
-    padded[:, :short] = h
-    kernel = np.fft.rfft(padded).astype(np.result_type(dtype, np.complex64))
-    out = np.full((3, length + short - 1), np.nan, dtype=dtype)  # every output is written
-    transform_exec.overlap_save(emulate.HostBackend(), x, kernel, out, signals=3,
-                                sig_len=length, short=short, block=block, precision=precision,
+    size = 3 * (length + short - 1)
+    buffer = np.full(size + block, np.nan, dtype=dtype)  # a tail no store may reach
+    out = buffer[:size].reshape(3, -1)  # every output is written
+
+    class Recorder(emulate.HostBackend):
+        def launch(self, spec, *args):
+            launched.append(spec)
+            super().launch(spec, *args)
+
+    launched = []
+    transform_exec.overlap_save(Recorder(), x, h, out, signals=3, sig_len=length, short=short,
+                                block=block, precision=precision,
                                 storage=precision)  # fmt: skip
     ref = np.stack([np.convolve(x[r].astype(np.float64), h[r].astype(np.float64))
                     for r in range(3)])  # fmt: skip
     assert _peak_error(out, ref) <= TOLERANCES[f"{precision}_peak" if dtype == np.float32
                                                else precision]  # fmt: skip
+    assert np.isnan(buffer[size:]).all()
+    # two block kernels: the taps' spectra, then the frames' (no spectrum in global memory)
+    assert [(s.store.value, s.pack) for s in launched] == [("complex", "r2c"),
+                                                           ("convolve", "r2c")]  # fmt: skip
 
 
 def test_overlap_save_length():

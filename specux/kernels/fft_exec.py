@@ -103,9 +103,6 @@ def transform_1d(
     src_strides: Strides,
     dst_strides: Strides,
     use_blocks: bool = True,
-    store_valid: int = 0,
-    src_offset: int = 0,
-    dst_offset: int = 0,
 ) -> None:
     """One batch of ``n``-point transforms from ``src`` to ``dst`` (user layouts).
 
@@ -114,8 +111,6 @@ def transform_1d(
     the result (the normalization). Lengths whose points fit a thread block run as one block
     kernel, longer smooth lengths as two (four-step); ``use_blocks=False`` (tests) and
     lengths beyond two blocks run one global-memory kernel per radix pass instead.
-    ``store_valid``: store only the first elements of each output row (0: all).
-    ``src_offset`` / ``dst_offset``: where the layouts start in the buffers, in elements.
 
     The launches are planned once per distinct call (cached); a repeated call only binds
     buffers and launches.
@@ -123,16 +118,8 @@ def transform_1d(
     if batch == 0:
         return
     program = _program(n, kind, sign, float(scale), precision, batch, src_storage, dst_storage,
-                       src_strides, dst_strides, use_blocks, store_valid)  # fmt: skip
-    offsets = None
-    if src_offset or dst_offset:
-        src_item = _ITEM_BYTES[src_storage] * (1 if kind == "r2c" else 2)
-        dst_item = _ITEM_BYTES[dst_storage] * (1 if kind == "c2r" else 2)
-        offsets = (src_offset * src_item, dst_offset * dst_item)
-    program.run(backend, src, dst, offsets=offsets)
-
-
-_ITEM_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}  # real storage
+                       src_strides, dst_strides, use_blocks)  # fmt: skip
+    program.run(backend, src, dst)
 
 
 class _Ref:
@@ -193,14 +180,9 @@ class _Program:
             ]  # fmt: skip
         return self._bindings
 
-    def run(self, backend: Backend, src: Any, dst: Any, bound: dict | None = None,
-            offsets: tuple[int, int] | None = None) -> None:  # fmt: skip
-        """Launch with the references bound (``offsets``: bytes added to src's and dst's
-        pointers)."""
+    def run(self, backend: Backend, src: Any, dst: Any, bound: dict | None = None) -> None:
+        """Launch with the references bound."""
         pointers = {id(_SRC): backend.pointer(src), id(_DST): backend.pointer(dst)}
-        if offsets is not None:
-            pointers[id(_SRC)] += offsets[0]
-            pointers[id(_DST)] += offsets[1]
         for ref, buffer in (bound or {}).items():  # further caller buffers (window, tables)
             pointers[id(ref)] = backend.pointer(buffer) if buffer is not None else 0
         keep = []  # scratch stays referenced until every launch is queued
@@ -235,21 +217,19 @@ class _Planner:
 
 @functools.lru_cache(maxsize=512)
 def _program(n, kind, sign, scale, precision, batch, src_storage, dst_storage, src_strides,
-             dst_strides, use_blocks, store_valid=0) -> _Program:  # fmt: skip
+             dst_strides, use_blocks) -> _Program:  # fmt: skip
     program = _Program()
     _orchestrate(_Planner(program), _SRC, _DST, n=n, kind=kind, sign=sign, scale=scale,
                  precision=precision, batch=batch, src_storage=src_storage,
                  dst_storage=dst_storage, src_strides=src_strides, dst_strides=dst_strides,
-                 use_blocks=use_blocks, store_valid=store_valid)  # fmt: skip
+                 use_blocks=use_blocks)  # fmt: skip
     return program
 
 
 def _orchestrate(backend, src, dst, *, n, kind, sign, scale, precision, batch, src_storage,
-                 dst_storage, src_strides, dst_strides, use_blocks,
-                 store_valid=0) -> None:  # fmt: skip
+                 dst_storage, src_strides, dst_strides, use_blocks) -> None:  # fmt: skip
     load = LoadSpec(USER, _LOAD_MODE[kind], src_storage)
-    store = StoreSpec(USER, _STORE_MODE[kind], dst_storage, scaled=scale != 1.0, logical=n,
-                      valid=store_valid)  # fmt: skip
+    store = StoreSpec(USER, _STORE_MODE[kind], dst_storage, scaled=scale != 1.0, logical=n)
     _any_length(backend, n, sign, precision, load, store, src, dst, scale, src_strides,
                 dst_strides, batch=batch, use_blocks=use_blocks)  # fmt: skip
 
@@ -356,6 +336,46 @@ def stft_1d(
     program.run(backend, src, dst, {_WINDOW: window, _PAD_TABLE: pad_table, _BANDS: bands,
                                     _WEIGHTS: weights, _FACTORS: factors,
                                     **dict(zip(_FOLD, fold_tables))})  # fmt: skip
+
+
+def convolve_1d(backend: Backend, src: Any, dst: Any, spectra: Any, phase: Any, *, n: int,
+                framing: Framing, signals: int, out_len: int, precision: str,
+                storage: str) -> None:  # fmt: skip
+    """The overlap-save convolution of ``signals`` contiguous real rows of ``src``
+    (``framing.sig_len`` samples, in ``storage``) in one block kernel a frame (StoreSpec.value
+    "convolve", :func:`adjoint_fusable` must hold for ``n``): frame t of a row (``n``
+    samples from t * hop - pad, zeros outside the signal), its packed r2c transform, each
+    bin k times the row's kernel spectrum (``spectra``: rows of n / 2 + 1 complex values, the
+    precision) and ``phase[k]`` (n / 2 + 1), the inverse transform times 1 / n, of which the
+    frame's first ``framing.hop`` samples (fewer where the row ends) go to ``dst``
+    (contiguous rows of ``out_len``, in ``storage``) at t * hop. The spectrum never leaves
+    the block."""
+    if not adjoint_fusable(n, precision):
+        raise ValueError(f"an {n}-point overlap-save frame is not one {precision} kernel")
+    if signals == 0 or framing.frames == 0:
+        return
+    program = _convolve_program(n, framing, signals, out_len, precision, storage)
+    program.run(backend, src, dst, {_FACTORS: spectra, _WEIGHTS: phase, _WINDOW: None,
+                                    _PAD_TABLE: None})  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def _convolve_program(n: int, framing: Framing, signals: int, out_len: int, precision: str,
+                      storage: str) -> _Program:  # fmt: skip
+    program = _Program()
+    backend = _Planner(program)
+    load = LoadSpec(USER, "real", storage, frames=framing.pad_kind)
+    store = StoreSpec(USER, "real", storage, logical=n, value="convolve")
+    spec = block(n // 2, -1, precision, load, store, pack="r2c", unit_in=True, unit_out=True)
+    batch = signals * framing.frames
+    # frame t of signal s is output row (s, t): s * out_len + t * hop, its outputs below hop
+    outs = Strides(framing.frames, out_len, framing.hop, 1)
+    args = _block_args(backend, _SRC, _DST, None, None, _WEIGHTS, batch, 1.0,
+                       Strides(1, framing.sig_len, 0, 1), outs, framing.frames, 0, 1, 0, 1, n,
+                       framing.hop, n, 0, framing, 0.0, CotangentStore(2.0, 1.0 / n),
+                       ola=(0, out_len, 0, 0, None, None, None))  # fmt: skip
+    _launch_block(backend, spec, batch, args)
+    return program
 
 
 @dataclass(frozen=True)
@@ -812,5 +832,5 @@ def _passes(backend, n, sign, precision, load, store, src, dst, scale, src_strid
 
 
 __all__ = ["CANONICAL", "BankReduce", "Framing", "OverlapAdd", "Strides", "adjoint_fusable",
-           "istft_1d", "ola_fusable", "stage_radices", "stft_1d", "stft_fusable",
+           "convolve_1d", "istft_1d", "ola_fusable", "stage_radices", "stft_1d", "stft_fusable",
            "transform_1d"]  # fmt: skip

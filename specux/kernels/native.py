@@ -250,7 +250,7 @@ def dense(x: DeviceArray) -> DeviceArray:
 
 
 def _elementwise(kind: str, option: str, x: DeviceArray, out_dtype: str, *, rows: int,
-                 size: int, table=None, table_b=None, eps: float = 0.0, factor: float = 0.0,
+                 size: int, table=None, eps: float = 0.0, factor: float = 0.0,
                  count: int = 0, exponent: float = 0.0, out: DeviceArray | None = None,
                  out_shape=None, total: int | None = None) -> DeviceArray:  # fmt: skip
     if out is None:
@@ -260,7 +260,7 @@ def _elementwise(kind: str, option: str, x: DeviceArray, out_dtype: str, *, rows
         precision = _STORAGE[x.dtype][1]
     transform_exec.elementwise(x.device, kind, option, x, out, rows=rows, size=size,
                                storage=storage, precision=precision, table=table,
-                               table_b=table_b, count=count, eps=eps, factor=factor,
+                               count=count, eps=eps, factor=factor,
                                exponent=exponent, total=total)  # fmt: skip
     return out
 
@@ -615,9 +615,8 @@ def _overlap_save(x: DeviceArray, y: DeviceArray, block: int,
         return out
     storage, precision = _storage(x)
     xd, rows = _rows(x.broadcast_to((*lead, x.shape[-1])))
-    kernel = r2c(convert(y, y.dtype, (*y.shape[:-1], block)), [-1], "backward")
-    kernel = dense(kernel.broadcast_to((*lead, kernel.shape[-1])))
-    transform_exec.overlap_save(x.device, xd, kernel, out, signals=rows, sig_len=x.shape[-1],
+    taps, _ = _rows(y.broadcast_to((*lead, short)))
+    transform_exec.overlap_save(x.device, xd, taps, out, signals=rows, sig_len=x.shape[-1],
                                 short=short, block=block, precision=precision,
                                 storage=storage)  # fmt: skip
     return out

@@ -136,6 +136,9 @@ class StoreSpec:
     # kernels only -- or ``cotangent``: complex ``F e |X| ** (e - 2) X`` for a real ``F`` read
     # at the output's own index from the ``weights`` argument and ``e`` the ``exponent``
     # argument, halved off DC and Nyquist (the input of the one-sided stft's adjoint).
+    # ``adjoint`` (packed r2c block kernels) runs that adjoint's inverse transform in the same
+    # kernel; ``convolve`` (likewise) multiplies each bin by a kernel spectrum and a phase
+    # instead, the overlap-save convolution in one kernel (codegen.block._adjoint).
     value: str = "complex"
     # reduce "bank" / "bank_db": the first ``bins`` values go to shared memory instead, and a
     # sparse filterbank (launch-time band table and weights) reduces them into the output
@@ -545,7 +548,7 @@ def block(
     untangle stays in registers only while the last stage has a butterfly pair per thread)."""
     if twist and not store_staged:
         raise ValueError("a four-step twist kernel stores staged (its twiddles are per row)")
-    even = pack == "c2r" or store.value in ("adjoint", "cotangent")
+    even = pack == "c2r" or store.value in ("adjoint", "cotangent", "convolve")
     radices = even_radices(n) if even else stage_radices(n)
     if radices is None or not block_fits(n, precision):
         raise ValueError(f"{n} points do not fit one block in {precision}")

@@ -35,11 +35,11 @@ from specux.kernels.fft_exec import (
     OverlapAdd,
     Strides,
     adjoint_fusable,
+    convolve_1d,
     istft_1d,
     ola_fusable,
     stft_1d,
     stft_fusable,
-    transform_1d,
 )
 from specux.meta import filters, matrices
 from specux.meta.cqt_params import ConstantQSpec
@@ -287,15 +287,15 @@ OVERLAP_SAVE_MIN = 256  # the shortest block FFT of overlap-save
 def overlap_save_length(length: int, short: int, precision: str) -> int:
     """The block FFT length of an overlap-save convolution with a ``short``-tap kernel and
     ``length`` outputs per row, or 0 when whole-length FFTs should run instead: a power of two
-    near four kernel lengths (at least 3/4 of each block's outputs are kept) that one stft
-    kernel transforms, at least twice the kernel's tail, and shorter than the output (else a
-    single whole-length FFT is as cheap)."""
+    near four kernel lengths (at least 3/4 of each block's outputs are kept) whose frames one
+    block kernel convolves (:func:`fft_exec.convolve_1d`), at least twice the kernel's tail,
+    and shorter than the output (else a single whole-length FFT is as cheap)."""
     if short < 2:
         return 0
     block = OVERLAP_SAVE_MIN
-    while block < 4 * (short - 1) and stft_fusable(2 * block, precision, True):
+    while block < 4 * (short - 1) and adjoint_fusable(2 * block, precision):
         block *= 2
-    if 2 * (short - 1) > block or length <= block or not stft_fusable(block, precision, True):
+    if 2 * (short - 1) > block or length <= block or not adjoint_fusable(block, precision):
         return 0
     return block
 
@@ -322,46 +322,33 @@ def _overlap_save_phase(block: int, short: int) -> np.ndarray:
     return out
 
 
-def overlap_save(backend, x, kernel_spectrum, out, *, signals: int, sig_len: int, short: int,
+def overlap_save(backend, x, taps, out, *, signals: int, sig_len: int, short: int,
                  block: int, precision: str, storage: str) -> None:  # fmt: skip
     """The full convolution of ``signals`` real rows of ``x`` (``sig_len`` samples each, in
-    ``storage``) with kernels of ``short`` taps given by their ``block``-point one-sided
-    spectra ``kernel_spectrum`` (a row per signal, complex in the precision) into ``out``
-    (rows of ``sig_len + short - 1``, in ``storage``).
+    ``storage``) with as many real rows of ``taps`` (``short`` each, in ``storage``) into
+    ``out`` (rows of ``sig_len + short - 1``, in ``storage``); all three contiguous.
 
     Frame f of a row holds samples f * hop - (short - 1) .. + block - 1 (zeros outside the
     signal), hop = block - short + 1; its circular convolution with the kernel rotated by
     short - 1 (the phase of :func:`_overlap_save_phase`) has the linear convolution's outputs
-    f * hop .. + hop - 1 at its first hop positions. Four launches and one scratch spectrum:
-    the stft kernel (rectangular window), the product (cmul ``frames``), and two c2r kernels
-    whose stores write only those outputs, in place: one for every whole frame, one for each
-    row's last frame, which may hold fewer."""
+    f * hop .. + hop - 1 at its first hop positions. Two launches: the taps' ``block``-point
+    one-sided spectra (the stft kernel: one frame a row, zero-padded in its loads) into a
+    scratch, then each frame's forward transform, product and inverse transform in one block
+    kernel (:func:`fft_exec.convolve_1d`), which stores those outputs (fewer for a row's last
+    frame)."""
     length = sig_len + short - 1
     hop = block - short + 1
-    frames = -(-length // hop)
-    bins = block // 2 + 1
-    spectra = backend.scratch(signals * frames * bins, precision)
+    spectra = backend.scratch(signals * (block // 2 + 1), precision)
     ones = backend.constant(("ones", block, precision), lambda: np.ones(block, dtype=precision))
-    stft(backend, x, spectra, ones, signals=signals, sig_len=sig_len, n_fft=block, hop=hop,
-         pad=short - 1, mode="constant", onesided=True, value="complex", eps=0.0, scale=1.0,
+    stft(backend, taps, spectra, ones, signals=signals, sig_len=short, n_fft=block, hop=block,
+         pad=0, mode="constant", onesided=True, value="complex", eps=0.0, scale=1.0,
          precision=precision, src_storage=storage, dst_storage=precision,
-         frames=frames)  # fmt: skip
+         frames=1)  # fmt: skip
+    framing = Framing(hop, short - 1, sig_len, -(-length // hop), "constant")
     phase = backend.table(("overlap-save phase", block, short),
                           _overlap_save_phase(block, short), precision)  # fmt: skip
-    elementwise(backend, "cmul", "frames", spectra, spectra, rows=signals * frames, size=bins,
-                storage=precision, precision=precision, table=kernel_spectrum, table_b=phase,
-                count=frames)  # fmt: skip
-    inverse = dict(n=block, kind="c2r", sign=1, scale=1.0 / block, precision=precision,
-                   src_storage=precision, dst_storage=storage)  # fmt: skip
-    if frames > 1:
-        transform_1d(backend, spectra, out, batch=signals * (frames - 1),
-                     src_strides=Strides(frames - 1, frames * bins, bins, 1),
-                     dst_strides=Strides(frames - 1, length, hop, 1), store_valid=hop,
-                     **inverse)  # fmt: skip
-    last = frames - 1
-    transform_1d(backend, spectra, out, batch=signals, src_strides=Strides(1, frames * bins, 0, 1),
-                 dst_strides=Strides(1, length, 0, 1), store_valid=length - last * hop,
-                 src_offset=last * bins, dst_offset=last * hop, **inverse)  # fmt: skip
+    convolve_1d(backend, x, out, spectra, phase, n=block, framing=framing, signals=signals,
+                out_len=length, precision=precision, storage=storage)  # fmt: skip
 
 
 def convert(backend, src, dst, table, *, start: int, size: int, src_dtype: str, dst_dtype: str,
@@ -554,14 +541,14 @@ def filterbank_of_spectrum(backend, spectrum, dst, bands, weights, *, rows: int,
 
 
 def elementwise(backend, kind: str, option: str, src, dst, *, rows: int, size: int,
-                storage: str, precision: str, table=None, table_b=None, count: int = 0,
+                storage: str, precision: str, table=None, count: int = 0,
                 eps: float = 0.0, factor: float = 0.0, exponent: float = 0.0, pad: int = 0,
                 stop: int = 0, total: int | None = None) -> None:  # fmt: skip
     """One of the gather module's array kinds (``map``, ``value``, ``cmul``, ``rowmax``,
     ``colnorm``, ``partsum``) over ``rows`` x ``size`` elements (``total`` threads if
     given)."""
     spec = GatherSpec(kind, storage, precision, option)
-    args = _args(backend, src, dst, table, table_b, rows=rows, size=size, count=count, eps=eps,
+    args = _args(backend, src, dst, table, None, rows=rows, size=size, count=count, eps=eps,
                  factor=factor, exponent=exponent, pad=pad, stop=stop)  # fmt: skip
     _launch(backend, spec, rows * size if total is None else total, args)
 

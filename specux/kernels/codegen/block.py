@@ -199,7 +199,7 @@ def _load_lambda(spec: BlockSpec) -> str:
 def _store_lambda(spec: BlockSpec) -> str:
     store = spec.store
     value = store.value
-    if value == "adjoint":
+    if value in _INVERSE_VALUES:
         return _adjoint_store_lambda(spec)
     out_t = _storage_type(store.storage, store.mode if value in _COMPLEX_VALUES else "real")
     lines = [  # element g + o of the row at base (o: a constant offset, _final_store)
@@ -245,6 +245,8 @@ def _store_lambda(spec: BlockSpec) -> str:
 
 
 _COMPLEX_VALUES = ("complex", "cotangent")
+# the values whose r2c kernel runs the inverse transform after a pointwise step (_adjoint)
+_INVERSE_VALUES = ("adjoint", "convolve")
 
 
 def _out_element(spec: BlockSpec, row: str) -> str:
@@ -275,16 +277,36 @@ def _cotangent(factor: str, g: str) -> list[str]:
 
 def _adjoint_store_lambda(spec: BlockSpec) -> str:
     """The store of the fused adjoint (StoreSpec.value ``adjoint``, :func:`_adjoint`): real
-    sample g of the inverse transform, scaled by ``factor`` and weighted by the window."""
+    sample g of the inverse transform, scaled by ``factor`` and weighted by the window. The
+    convolution's (value ``convolve``) has no window and stores the frame's samples below
+    ``store_limit`` only (set per transform after its slot: :func:`_convolve_limit`)."""
     out_t = _storage_type(spec.store.storage, "real")
+    convolve = spec.store.value == "convolve"
     return "\n".join([
+        *(["    long long store_limit = 0;"] if convolve else []),
         "    auto store = [&](long long base, long long g, cpx v, int o) {",
         f"        {out_t}* const out = ({out_t}*)out_ptr + base;  // the row",
         "        const long long at = g + o;",
+        *(["        if (at >= store_limit) return;"] if convolve else []),
         "        const real_t y = v.re * (real_t)factor;",
-        f"        put(&{_out_element(spec, 'out')}, y * ((const real_t*)window)[at]);",
+        f"        put(&{_out_element(spec, 'out')}, "
+        + ("y);" if convolve else "y * ((const real_t*)window)[at]);"),
         "    };",
     ])  # fmt: skip
+
+
+def _convolve_limit(spec: BlockSpec) -> list[str]:
+    """The overlap-save convolution's outputs of the thread's frame (StoreSpec.value
+    ``convolve``): its first ``store_valid`` samples (the hop), fewer where the row of
+    ``out_len`` outputs ends (the frame is b - sig * cols, ``in_cmul`` samples apart)."""
+    if spec.store.value != "convolve":
+        return []
+    return [
+        "    if (live) {",
+        "        const long long left = out_len - (b - sig * cols) * in_cmul;",
+        "        store_limit = left < store_valid ? left : store_valid;",
+        "    }",
+    ]
 
 
 def _unpack_lambda(spec: BlockSpec) -> list[str]:
@@ -580,8 +602,9 @@ def untangle_slots(spec: BlockSpec) -> int:
     transforms (``pack`` r2c) whose last stage has at least one pair per thread. With fewer
     (the last radix as wide as the first: 256 = 16 x 16), half the threads would idle in
     the last stage, and the kernel keeps the exchange through shared memory. The fused
-    adjoint (StoreSpec.value ``adjoint``) keeps it too (:func:`_adjoint`)."""
-    if spec.pack != "r2c" or spec.store_staged or spec.store.value == "adjoint":
+    adjoint and convolution (StoreSpec.value ``adjoint``, ``convolve``) keep it too: their
+    inverse transform follows in the kernel (:func:`_adjoint`)."""
+    if spec.pack != "r2c" or spec.store_staged or spec.store.value in _INVERSE_VALUES:
         return 0
     s = spec.n // (spec.radices or (1,))[-1]  # the last stage's butterflies
     slots = s // 2 if s % 2 == 0 else (s + 1) // 2
@@ -817,6 +840,11 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     every operation is the one the stft kernel's cotangent store and the c2r kernel do, in
     their order.
 
+    The overlap-save convolution (StoreSpec.value ``convolve``) runs the same kernel with
+    another pointwise step: each bin times the signal's kernel spectrum (``factors``, n + 1
+    complex values a signal) and the rotation's phase (``store_table``, n + 1), the product
+    cmul chain's order; its store keeps the frame's first outputs (:func:`_convolve_limit`).
+
     The inverse stages take the thread's index anew (Dialect.fresh_tid): sharing the
     forward stages' identical index arithmetic, the compiler kept it live through the whole
     kernel (n_fft 1024: 146 registers under ncu, 74-80 with the index read anew).
@@ -857,17 +885,30 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
             f" + (live ? {row} * {n + 1}LL : 0);  // the transform's factors",
             "    auto factor_of = [&](int g) -> real_t { return grow[g]; };",
         ]
+    step = [  # bin g's value of the inverse transform's input
+        "    auto cotangent = [&](long long g, cpx v) -> cpx {",
+        scale,
+        *[f"    {line}" for line in _cotangent("factor_of(g)", "g")],
+        "        return v;",
+        "    };",
+    ]
+    if spec.store.value == "convolve":  # times the signal's kernel spectrum and the phase
+        factor = [
+            "    const cpx* const kernel = (const cpx*)factors"
+            f" + (live ? sig * {n + 1}LL : 0);  // the signal's kernel spectrum",
+        ]
+        step = [
+            "    auto cotangent = [&](long long g, cpx v) -> cpx {",
+            "        return cmul(cmul(v, kernel[g]), ((const cpx*)store_table)[g]);",
+            "    };",
+        ]
     lines = [
         *factor,
         "    auto untangled = [&](cpx w, cpx za, cpx zb) -> cpx {",
         *[f"        {line}" for line in _untangle_lines("w")],
         "        return x;",
         "    };",
-        "    auto cotangent = [&](long long g, cpx v) -> cpx {",
-        scale,
-        *[f"    {line}" for line in _cotangent("factor_of(g)", "g")],
-        "        return v;",
-        "    };",
+        *step,
         "    auto itw = [&](int k, int offset) -> cpx {",
         "        cpx w = (tw_table + k)[offset]; w.im = -w.im; return w;",
         "    };",
@@ -1118,6 +1159,7 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
     if spec.store.ola_hop:
         body += _ola_block(spec)
     body += _slot("", "s", spec)
+    body += _convolve_limit(spec)
     slots = spec.slot_size
     body.append(f"    cpx* const my = smem + s * {slots};")
     staged = spec.load_staged or spec.store_staged
@@ -1149,7 +1191,7 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body += [f"            {stmt}" for stmt in _final_store(spec, "j", "v", "2", root=root)]
         body.append("        }")
         body.append("    }")
-    if spec.store.value == "adjoint":
+    if spec.store.value in _INVERSE_VALUES:
         body += _adjoint(spec, dialect)
     elif spec.pack == "r2c" and not untangle_slots(spec):
         # bins k = 0 .. n from the transform in shared memory (Z[n] is Z[0])

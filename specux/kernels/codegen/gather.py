@@ -46,10 +46,7 @@ and the torch route's fftconvolve product and unfused stft mapping, so both give
   ``window`` (``x * table_a[i % size]``).
 - ``value``: complex ``x`` (of the precision) -> ``magnitude`` | ``power`` | ``db``
   (``option``), stored in the storage.
-- ``cmul``: ``out[i] = x[i] * table_a[i]``, complex; option ``frames``: ``x`` as (rows /
-  count, count, size) -- ``count`` frames of ``size`` bins per signal -- and
-  ``out[i] = x[i] * table_a[r, k] * table_b[k]`` for signal ``r`` and bin ``k`` (``table_a``
-  one row per signal, ``table_b`` in the precision: overlap-save's kernel spectrum and phase).
+- ``cmul``: ``out[i] = x[i] * table_a[i]``, complex.
 - ``rowmax``: ``out[r] = max_k x[r, k]`` over ``size`` values (one thread per row).
 - ``colnorm``: ``x`` as (rows, count, size) normalized along ``count`` (one thread per
   (row, column)): ``option`` ``inf`` | ``1`` | ``p`` (``exponent``), lengths below ``eps``
@@ -392,15 +389,6 @@ def _value(spec: GatherSpec) -> str:
 
 def _cmul(spec: GatherSpec) -> str:
     ctype = _COMPLEX_OF[spec.storage]
-    if spec.option == "frames":
-        return "\n".join([
-            "    if (gid >= rows * size) return;",
-            "    const long long k = gid % size, r = gid / (count * size);",
-            f"    const cpx a = to_cpx((({ctype}*)in_ptr)[gid]);",
-            f"    const cpx b = to_cpx(((const {ctype}*)table_a)[r * size + k]);",
-            "    const cpx c = ((const cpx*)table_b)[k];",
-            f"    put(&(({ctype}*)out_ptr)[gid], cmul(cmul(a, b), c));",
-        ])  # fmt: skip
     return "\n".join([
         "    if (gid >= rows * size) return;",
         f"    const cpx a = to_cpx(((const {ctype}*)in_ptr)[gid]);",

@@ -18,8 +18,8 @@ torch's current stream, buffers from torch's caching allocator.
   frame kernel; the adjoint's padding folded by the overlap-add gather). No cuBLAS.
 - fftconvolve: real float32 / float64 operands whose shorter one is at most half a block FFT
   and whose output is longer than a block run by overlap-save (transform_exec.overlap_save:
-  the stft kernel over overlapping frames of the longer operand, the product with the
-  shorter one's spectrum, c2r kernels storing each frame's alias-free outputs in place).
+  the shorter one's spectra by the stft kernel, then one kernel a frame of the longer one --
+  forward transform, product, inverse transform -- storing its alias-free outputs in place).
   Others: FFTs of both zero-padded inputs, the product, one inverse FFT.
 """
 
@@ -620,9 +620,8 @@ def _overlap_save(x: torch.Tensor, y: torch.Tensor, block: int,
         return out
     storage, precision = _storage(x)
     xd, rows = _rows(x.expand(*batch, x.shape[-1]))
-    kernel = cuda_fft.r2c(torch.nn.functional.pad(y, (0, block - short)), [-1], "backward")
-    kernel = _dense(kernel.expand(*batch, kernel.shape[-1]))
-    transform_exec.overlap_save(TorchCudaBackend(x.device), xd, kernel, out, signals=rows,
+    taps, _ = _rows(y.expand(*batch, short))
+    transform_exec.overlap_save(TorchCudaBackend(x.device), xd, taps, out, signals=rows,
                                 sig_len=x.shape[-1], short=short, block=block,
                                 precision=precision, storage=storage)  # fmt: skip
     return out
