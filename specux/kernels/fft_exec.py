@@ -370,6 +370,8 @@ def _convolve_program(n: int, framing: Framing, signals: int, out_len: int, prec
     batch = signals * framing.frames
     # frame t of signal s is output row (s, t): s * out_len + t * hop, its outputs below hop
     outs = Strides(framing.frames, out_len, framing.hop, 1)
+    # the factor 1 / n (the inverse's normalization) as the adjoint's inverse scale, and the
+    # rows' length (for the last frame's store limit) in the overlap-add's out_len argument
     args = _block_args(backend, _SRC, _DST, None, None, _WEIGHTS, batch, 1.0,
                        Strides(1, framing.sig_len, 0, 1), outs, framing.frames, 0, 1, 0, 1, n,
                        framing.hop, n, 0, framing, 0.0, CotangentStore(2.0, 1.0 / n),
