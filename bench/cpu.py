@@ -1,6 +1,7 @@
 """CPU benchmark: specux's CPU backend vs librosa and torch, side by side, ratios printed.
 
-Workloads: ../shared/PERF.md's mel, mfcc, stft_c, stft_p and cqt scaled to 8 signals. Each
+Workloads: ../shared/PERF.md's mel, mfcc, stft_c, stft_p, cqt and conv scaled to 8 signals
+(conv's DSP peer is scipy.signal.fftconvolve, in the librosa column: librosa has none). Each
 (workload, contender) runs in a fresh process (so no contender warms caches for another),
 timed as the median of --repeat calls after --warmup calls, all in float32 (wall time; the
 process time of the calls, all threads together, is printed beside it). The contenders
@@ -29,6 +30,7 @@ WORKLOADS = {
     "stft_c": "stft(n_fft=1024, hop_length=256), complex, on (8, 160000)",
     "stft_p": "stft(n_fft=1024, hop_length=256, output='power') on (8, 160000)",
     "cqt": "cqt(sr=22050, hop_length=512, fmin=32.70, n_bins=84) on (8, 220500)",
+    "conv": "fftconvolve(x (8, 160000), k (8, 4096)), mode full",
 }
 CONTENDERS = ("specux", "librosa", "torch")
 
@@ -38,6 +40,13 @@ def _signal(workload: str):
 
     length = 220500 if workload == "cqt" else 160000
     return np.random.default_rng(0).standard_normal((BATCH, length)).astype(np.float32)
+
+
+def _taps():
+    """conv's kernel: 8 rows of 4096 taps."""
+    import numpy as np
+
+    return np.random.default_rng(1).standard_normal((BATCH, 4096)).astype(np.float32)
 
 
 def _specux(workload: str, x):
@@ -53,6 +62,9 @@ def _specux(workload: str, x):
         return lambda: specux.stft(x, n_fft=1024, hop_length=256, output="power")
     if workload == "cqt":
         return lambda: specux.cqt(x, sr=22050, hop_length=512, fmin=32.70, n_bins=84)
+    if workload == "conv":
+        k = _taps()
+        return lambda: specux.fftconvolve(x, k)
     raise KeyError(workload)
 
 
@@ -70,6 +82,11 @@ def _librosa(workload: str, x):
         return lambda: abs(librosa.stft(x, n_fft=1024, hop_length=256, pad_mode="constant")) ** 2
     if workload == "cqt":
         return lambda: librosa.cqt(x, sr=22050, hop_length=512, fmin=32.70, n_bins=84)
+    if workload == "conv":  # librosa has no convolution: scipy's, which DSP code uses
+        import scipy.signal
+
+        k = _taps()
+        return lambda: scipy.signal.fftconvolve(x, k, axes=-1)
     raise KeyError(workload)
 
 
@@ -82,6 +99,10 @@ def _torch(workload: str, x):
     window = torch.hann_window(1024)
     if workload == "cqt":
         return None  # torch has no CQT; nnAudio is GPU-oriented and not installed here
+    if workload == "conv":  # torchaudio.functional.fftconvolve's formula
+        kt = torch.from_numpy(_taps())
+        n = x.shape[-1] + kt.shape[-1] - 1
+        return lambda: torch.fft.irfft(torch.fft.rfft(xt, n) * torch.fft.rfft(kt, n), n)
 
     def spec():
         return torch.stft(xt, 1024, 256, window=window, center=True, pad_mode="constant",

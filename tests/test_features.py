@@ -695,6 +695,51 @@ def test_fftconvolve_float32_within_scipy_error(rng, lx, ly, mode):
     assert mixed.dtype == np.float64  # result_type(float32, float64)
 
 
+# CPU overlap-save (kernels.cpu.conv._overlap_save): outputs of at least 16384 samples and
+# two frames. (3, 20000) * 33 taps in 256-point frames; the long operand second; (2, 1,
+# 17000) * (3, 1031) broadcast, 4096-point frames, a partial last frame; (1, 40000) * 4096
+# taps, 8192-point frames.
+OVERLAP_SAVE_SHAPES = [((3, 20000), (3, 33)), ((2, 300), (2, 19000)),
+                       ((2, 1, 17000), (3, 1031)), ((1, 40000), (1, 4096))]  # fmt: skip
+
+
+@pytest.mark.parametrize("shapes", OVERLAP_SAVE_SHAPES)
+@pytest.mark.parametrize("mode", MODES)
+def test_fftconvolve_overlap_save(rng, shapes, mode, monkeypatch):
+    from specux.kernels.cpu import conv
+
+    calls = []
+    original = conv._overlap_save
+    monkeypatch.setattr(conv, "_overlap_save",
+                        lambda *a: calls.append(a[2]) or original(*a))  # fmt: skip
+    x, y = _signal(rng, shapes[0]), _signal(rng, shapes[1])
+    ref = scipy_conv(x, y, mode)
+    got = specux.fftconvolve(x, y, mode)
+    assert got.shape == ref.shape and got.dtype == np.float64
+    assert rel_l2(got, ref) <= F64
+    x32, y32 = x.astype(np.float32), y.astype(np.float32)
+    got32 = specux.fftconvolve(x32, y32, mode)
+    scipy32 = scipy_conv(x32, y32, mode)  # scipy's whole-length float32 FFTs
+    assert got32.dtype == scipy32.dtype == np.float32
+    assert rel_l2(got32, ref) <= float32_bound(rel_l2(scipy32, ref))
+    mixed = specux.fftconvolve(x32, y, mode)  # result_type(float32, float64)
+    assert mixed.dtype == np.float64
+    assert rel_l2(mixed, ref) <= float32_bound(rel_l2(scipy32, ref))
+    short = min(shapes[0][-1], shapes[1][-1])
+    assert calls == [conv.overlap_save_block(short)] * 3
+
+
+def test_fftconvolve_overlap_save_threads(rng, monkeypatch):
+    """The rows' chunks run on the CPU pool or all on the calling thread: the same bits."""
+    from specux.kernels.cpu import conv
+
+    x, y = _signal(rng, (9, 30000), np.float32), _signal(rng, (9, 257), np.float32)
+    pooled = conv.fftconvolve_full(x, y)
+    monkeypatch.setattr(conv, "_SERIAL_BYTES", 1 << 62)
+    monkeypatch.setattr(conv, "_ROW_CHUNK_BYTES", 1 << 62)  # one chunk, this thread
+    assert np.array_equal(conv.fftconvolve_full(x, y), pooled)
+
+
 def test_fftconvolve_errors(rng):
     x = _signal(rng, (2, 20))
     with pytest.raises(ValueError, match="dim"):
