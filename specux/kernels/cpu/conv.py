@@ -82,9 +82,9 @@ def _overlap_save(x: np.ndarray, taps: np.ndarray, block: int) -> np.ndarray:
     overlap-save in ``block``-point frames: frame f of a row holds samples f * hop - (K - 1)
     .. + block - 1 (zeros outside the signal), hop = block - K + 1, and its circular
     convolution with the taps keeps outputs f * hop .. + hop - 1 at positions K - 1 ..
-    block - 1. Rows (of the leading axes broadcast) are independent tasks on the CPU pool,
-    each transforming its frames as one batch, so the result does not depend on how the rows
-    are split between threads."""
+    block - 1. Chunks of rows (of the leading axes broadcast; fixed by the shapes) are tasks
+    on the CPU pool, each transforming its rows' frames as one batch; a row's spectrum is the
+    same bits in any batch (docs/design.md), so the result does not depend on the threads."""
     dtype = np.result_type(x.dtype, taps.dtype, np.float32)
     n, k = x.shape[-1], taps.shape[-1]
     length, hop = n + k - 1, block - k + 1
