@@ -102,7 +102,17 @@ def test_emulated_overlap_save_equals_the_direct_convolution(case, dtype, rng):
     taps' spectra by the stft kernel, then one kernel a frame (fft_exec.convolve_1d: forward
     transform, product with the rotated kernel's spectrum, inverse transform, the frame's
     first hop outputs stored, fewer for a row's last frame)."""
-    block, short, length = case
+    _check_overlap_save(*case, dtype, rng)
+
+
+@pytest.mark.parametrize("dtype,block", [(np.float32, 16384), (np.float64, 8192)])
+def test_emulated_overlap_save_at_the_largest_blocks(dtype, block, rng):
+    """The blocks of PERF.md's conv workload (4096 taps: the largest a block kernel holds,
+    512 and 256 threads a frame), three frames a signal, the last partial."""
+    _check_overlap_save(block, 4096, 30000, dtype, rng)
+
+
+def _check_overlap_save(block, short, length, dtype, rng):
     precision = _PRECISION[dtype]
     x = rng.standard_normal((3, length)).astype(dtype)
     h = rng.standard_normal((3, short)).astype(dtype)
