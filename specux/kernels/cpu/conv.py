@@ -46,10 +46,11 @@ def fftconvolve_full(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(out[..., :length])
 
 
-def _padded(transform, a: np.ndarray, n: int, *forward: bool) -> np.ndarray:
+def _padded(transform, a: np.ndarray, n: int, *forward: bool,
+            norm: str = "backward") -> np.ndarray:  # fmt: skip
     padded = np.zeros((*a.shape[:-1], n), dtype=a.dtype)
     padded[..., : a.shape[-1]] = a
-    return transform(padded, (-1,), *forward, "backward")
+    return transform(padded, (-1,), *forward, norm)
 
 
 # Overlap-save (real float32 / float64 operands, a short kernel of K taps): frames of B =
@@ -95,9 +96,9 @@ def _overlap_save(x: np.ndarray, taps: np.ndarray, block: int) -> np.ndarray:
     x_of = np.broadcast_to(np.arange(x_rows.shape[0]).reshape(x.shape[:-1]), batch).ravel()
     t_of = np.broadcast_to(np.arange(math.prod(taps.shape[:-1])).reshape(taps.shape[:-1]),
                            batch).ravel()  # fmt: skip
-    padded = np.zeros((math.prod(taps.shape[:-1]), block), dtype=dtype)
-    padded[:, :k] = taps.reshape(-1, k)
-    spectra = fft.r2c(padded, (-1,), "forward")  # the 1 / block of the inverse, folded in
+    # the taps' spectra, the 1 / block of the inverse folded in
+    spectra = _padded(fft.r2c, taps.reshape(-1, k).astype(dtype, copy=False), block,
+                      norm="forward")  # fmt: skip
     out = np.empty((*batch, length), dtype=dtype)
     out_rows = out.reshape(-1, length)
     span = (frames - 1) * hop + block  # the padded row the frames cover
