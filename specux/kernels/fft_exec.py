@@ -370,12 +370,11 @@ def _convolve_program(n: int, framing: Framing, signals: int, out_len: int, prec
     batch = signals * framing.frames
     # frame t of signal s is output row (s, t): s * out_len + t * hop, its outputs below hop
     outs = Strides(framing.frames, out_len, framing.hop, 1)
-    # the factor 1 / n (the inverse's normalization) as the adjoint's inverse scale, and the
-    # rows' length (for the last frame's store limit) in the overlap-add's out_len argument
+    # the factor 1 / n (the inverse's normalization) as the adjoint's inverse scale
     args = _block_args(backend, _SRC, _DST, None, None, _WEIGHTS, batch, 1.0,
                        Strides(1, framing.sig_len, 0, 1), outs, framing.frames, 0, 1, 0, 1, n,
                        framing.hop, n, 0, framing, 0.0, CotangentStore(2.0, 1.0 / n),
-                       ola=(0, out_len, 0, 0, None, None, None))  # fmt: skip
+                       out_len=out_len)  # fmt: skip
     _launch_block(backend, spec, batch, args)
     return program
 
@@ -689,11 +688,12 @@ def _block_args(
     cols, in_cm, in_jm, out_cm, out_jm, load_valid, store_valid, logical, total,
     framing: Framing | None = None, eps: float = 0.0,
     bank: BankReduce | CotangentStore | None = None, window: Any = None, ola: tuple = (),
-    twists: Any = None,
+    twists: Any = None, out_len: int = 0,
 ):  # fmt: skip
     """The launch arguments of a block kernel (codegen.block.BLOCK_PARAMS); ``window`` for
     the overlap-add, ``ola`` its (frames, out_len, start, stop, envelope, seams, edges);
-    ``twists`` a four-step twist kernel's table (_twist_table)."""
+    ``twists`` a four-step twist kernel's table (_twist_table); ``out_len`` without an
+    overlap-add: the output rows' length (the convolution's store limit)."""
 
     def ptr(buffer):
         return backend.pointer(buffer) if buffer is not None else 0
@@ -704,7 +704,7 @@ def _block_args(
         frame_args = (framing.sig_len, framing.pad, ptr(_PAD_TABLE), ptr(_WINDOW))
     elif window is not None:
         frame_args = (0, 0, 0, ptr(window))
-    ola_args = (*ola[:4], *map(ptr, ola[4:])) if ola else (0,) * 7
+    ola_args = (*ola[:4], *map(ptr, ola[4:])) if ola else (0, out_len, 0, 0, 0, 0, 0)
     bank_args: tuple = (0, 0, 0, 0, 0.0, 0.0)
     if isinstance(bank, BankReduce):
         bank_args = (ptr(_BANDS), ptr(_WEIGHTS), 0, bank.n_bands, float(bank.db_factor or 0.0),
