@@ -500,7 +500,7 @@ def test_cqt_and_vqt_on_the_tensor_core_tiles(monkeypatch):
     against the CPU backend in float64."""
     from specux.kernels.codegen.gather import mma_tile
 
-    monkeypatch.setattr(emulate.HostDevice, "tensor_cores", True, raising=False)
+    monkeypatch.setattr(emulate.HostDevice, "tensor_cores", True)
     monkeypatch.delenv("SPECUX_TENSOR_CORES", raising=False)
     tiles = []
     launch = emulate.HostDevice.launch

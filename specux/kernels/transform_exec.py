@@ -413,8 +413,7 @@ def tensor_cores(backend, precision: str) -> bool:
     """Whether ``backend``'s correlations in ``precision`` take the tensor-core tiles: float32,
     a device that has them (the backend's ``tensor_cores``: compute capability 8.0 or later)
     and :func:`specux.options.tensor_cores_enabled`."""
-    return (precision == "float32" and getattr(backend, "tensor_cores", False)
-            and options.tensor_cores_enabled())  # fmt: skip
+    return precision == "float32" and backend.tensor_cores and options.tensor_cores_enabled()
 
 
 def correlate_option(rows: int, count: int, columns: int, taps: int, hop: int,
