@@ -318,10 +318,10 @@ def test_short_signals_frame_from_one_padded_copy(rng, pad_mode, monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_db_into_floor_and_accuracy(dtype):
     """The CPU backend's dB (cpu stft.db_into: the natural log times factor / ln 10, chosen
-    when numpy's float32 log10 was 3x slower; numpy 2.4.6 vectorizes both): values at or below eps get exactly the correctly rounded floor
-    (10 log10(1e-10) = -100, which the dB backward recognizes, whatever numpy's float32 log10
-    rounds it to), NaN and inf pass through, it runs in place, and it matches float64 log10
-    to a few eps of the dB value."""
+    when numpy's float32 log10 was 3x slower; numpy 2.4.6 vectorizes both): values at or
+    below eps get exactly the correctly rounded floor (10 log10(1e-10) = -100, which the dB
+    backward recognizes, whatever numpy's float32 log10 rounds it to), NaN and inf pass
+    through, it runs in place, and it matches float64 log10 to a few eps of the dB value."""
     from specux.kernels.cpu.stft import db_into
 
     rng = np.random.default_rng(0)
