@@ -302,7 +302,9 @@ def test_small_cpu_calls_stay_on_the_calling_thread(rng, monkeypatch):
 def test_short_signals_frame_from_one_padded_copy(rng, pad_mode, monkeypatch):
     """Signals up to 256 KiB (padded) are framed from one padded copy, longer ones read their
     inner frames in place and pad only the edge frames: the same frames, so the same
-    spectrum bits (each row's FFT does not depend on its batch)."""
+    spectrum bits (each row's FFT does not depend on its batch). The three regions' frames
+    are gathered into one block: one FFT call a block (a row here), not one a region."""
+    from specux.kernels.cpu import fft as cpu_fft
     from specux.kernels.cpu import stft as cpu_stft
 
     x = rng.standard_normal((2, 3001)).astype(np.float32)
@@ -312,7 +314,18 @@ def test_short_signals_frame_from_one_padded_copy(rng, pad_mode, monkeypatch):
     assert len(cpu_stft._frame_regions(x, cpu_stft.StftParams(
         n_fft=256, hop_length=100, win_length=256, window=cpu_stft.WindowSpec.from_key("hann"),
         center=True, pad_mode=pad_mode, normalized=False, onesided=True), 31)) == 3
-    np.testing.assert_array_equal(specux.stft(x, **kw), copied)
+    calls = []
+    forward_into = cpu_fft.forward_into
+    monkeypatch.setattr(cpu_fft, "forward_into",
+                        lambda src, *a: calls.append(src.shape) or forward_into(src, *a))
+    for output in ("complex", "power"):
+        calls.clear()
+        got = specux.stft(x, output=output, **kw)
+        assert calls == [(31, 256)] * 2
+        if output == "complex":
+            np.testing.assert_array_equal(got, copied)
+        else:
+            np.testing.assert_array_equal(got, copied.real**2 + copied.imag**2)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -167,8 +167,9 @@ _CHUNK_BYTES = 1 << 22
 _MIN_BLOCKS = 8
 _MIN_BLOCK_BYTES = 1 << 20
 _SERIAL_BYTES = 1 << 22
-# Signals (all rows, padded) up to this size are framed from one padded copy (cheaper than
-# the three regions' separate calls); longer ones read their inner frames in place.
+# Signals (all rows, padded) up to this size are framed from one padded copy (one window
+# multiply a block instead of one a region, and no padded edge segments); longer ones read
+# their inner frames in place.
 _PADDED_COPY_BYTES = 1 << 18
 _scratch = threading.local()
 
@@ -285,19 +286,22 @@ def framewise(x: np.ndarray, window: np.ndarray | None, p: StftParams,
     n_fft = p.n_fft
 
     def work(item: tuple[int, int, int]) -> None:
+        # The block's windowed frames are gathered from each region they lie in (the edge
+        # regions hold a frame or two), then transformed and reduced together: one FFT call
+        # and one epilogue a block, each numpy call there being a GIL hand-off between the
+        # pool threads.
         row, start, stop = item
+        buf = scratch("frames", (stop - start, n_fft), x.dtype if p.onesided else complex_type)
         for first, last, frames in regions:
             a, b = max(start, first), min(stop, last)
-            if a >= b:
-                continue
-            buf = scratch("frames", (b - a, n_fft), x.dtype if p.onesided else complex_type)
-            np.multiply(frames[row, a - first : b - first], w, out=buf)
-            if epilogue is None:
-                fft.forward_into(buf, out2[row, a:b], p.fft_norm, p.onesided)
-            else:
-                spectrum = scratch("spectrum", (b - a, p.n_freq), complex_type)
-                fft.forward_into(buf, spectrum, p.fft_norm, p.onesided)
-                epilogue(spectrum, out2[row, a:b])
+            if a < b:
+                np.multiply(frames[row, a - first : b - first], w, out=buf[a - start : b - start])
+        if epilogue is None:
+            fft.forward_into(buf, out2[row, start:stop], p.fft_norm, p.onesided)
+        else:
+            spectrum = scratch("spectrum", (stop - start, p.n_freq), complex_type)
+            fft.forward_into(buf, spectrum, p.fft_norm, p.onesided)
+            epilogue(spectrum, out2[row, start:stop])
 
     items = [(r, s, min(count, s + step)) for r in range(rows) for s in range(0, count, step)]
     fft.run_blocks(work, items, parallel=rows * count * frame_bytes >= _SERIAL_BYTES)
