@@ -562,6 +562,25 @@ def test_fftconvolve_matches_cpu(mode, kinds):
             assert_matches_cpu(got, ref, what=f"{real} {lx}x{ly}")
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fftconvolve_taps_gradient_by_frames(dtype):
+    """PERF.md's conv shape scaled down, (4, 40000) * (1, 4096) taps: the taps' gradient by
+    16384-point framed correlation (the stft block kernel in float32, frames in memory in
+    float64) equals the CPU backend's to the issue's tolerance."""
+    from specux.ops import conv
+
+    assert conv.correlation_frame(4096, 40000) == 16384
+    x, y = _signal((4, 40000), seed=21, dtype=dtype), _signal((1, 4096), seed=22, dtype=dtype)
+    grads = []
+    for device in ("cpu", DEVICE):
+        a, b = x.to(device).requires_grad_(), y.to(device).requires_grad_()
+        out = specux.fftconvolve(a, b)
+        weight = _signal(tuple(out.shape), seed=23, dtype=dtype).to(device)
+        grads.append(torch.autograd.grad((out * weight).sum(), (a, b)))
+    for name, got, ref in zip("xy", grads[1], grads[0]):
+        assert_matches_cpu(got, ref, what=f"grad {name}")
+
+
 def test_fftconvolve_dim_mixed_precision_and_layouts():
     a = _signal((17, 3, 2), seed=1)
     b = _signal((5, 1, 2), seed=2)
@@ -675,6 +694,12 @@ GRAD_CASES = {
     "fftconvolve-complex": (
         lambda x, y: specux.fftconvolve(x, y, "full"),
         [("z", (2, 101)), ("y", (1, 1031))],
+    ),
+    # the taps' gradient by framed correlation (ops.conv: 2048-point frames), the signal's by
+    # overlap-save
+    "fftconvolve-framed": (
+        lambda x, y: specux.fftconvolve(x, y, "full"),
+        [("x", (2, 1, 20000)), ("y", (3, 300))],
     ),
 }
 

@@ -917,6 +917,88 @@ def test_gradcheck_fftconvolve(mode, complex_):
     assert _gradcheck(lambda a, b: specux.fftconvolve(b, a, mode), (x, y))  # shorter first
 
 
+# The gradient of the short operand against a long real one by overlap-save frames
+# (ops.conv.correlation_frame): (x shape, y shape, frame). Many short segments; a broadcast
+# target against a signal axis; PERF.md's 4096 taps (16384-point frames) with the taps
+# shared by the rows; a 1-D target.
+FRAMED_GRAD_SHAPES = [((3, 20000), (3, 33), 256), ((2, 1, 9000), (3, 300), 2048),
+                      ((4, 40000), (1, 4096), 16384), ((2, 5000), (100,), 512)]  # fmt: skip
+
+
+def _correlation_reference(w, x, lags, shape):
+    """float64 ``sum_n w[..., n + j] x[..., n]`` for ``j < lags``, summed to ``shape``."""
+    w, x = np.asarray(w, np.float64), np.asarray(x, np.float64)
+    x = np.broadcast_to(x, w.shape[:-1] + x.shape[-1:])
+    rows = [np.correlate(a, b, mode="valid")[:lags]
+            for a, b in zip(w.reshape(-1, w.shape[-1]), x.reshape(-1, x.shape[-1]))]  # fmt: skip
+    full = torch.from_numpy(np.stack(rows).reshape(*w.shape[:-1], lags))
+    return full.sum_to_size(shape).numpy()
+
+
+@needs_torch
+@pytest.mark.parametrize("shapes", FRAMED_GRAD_SHAPES)
+def test_fftconvolve_short_operand_gradient_by_frames(shapes, monkeypatch):
+    """The taps' gradient (either operand order) by framed correlation equals float64
+    np.correlate; in float32 it is within the float32 bound of the whole-length route's
+    error; the long operand's gradient is unchanged."""
+    from specux.ops import conv
+
+    x_shape, y_shape, frame = shapes
+    assert conv.correlation_frame(y_shape[-1], x_shape[-1]) == frame
+    framed = []
+    original = conv._framed_correlation
+    monkeypatch.setattr(conv, "_framed_correlation",
+                        lambda *a: framed.append(a[3]) or original(*a))  # fmt: skip
+    g = torch.Generator().manual_seed(y_shape[-1])
+    x = torch.randn(x_shape, dtype=torch.float64, generator=g)
+    y = torch.randn(y_shape, dtype=torch.float64, generator=g)
+
+    def grads(a, b, swap=False, whole=False):
+        if whole:
+            monkeypatch.setattr(conv, "_MAX_FRAME", 0)
+        a, b = a.clone().requires_grad_(), b.clone().requires_grad_()
+        z = specux.fftconvolve(b, a) if swap else specux.fftconvolve(a, b)
+        w = torch.randn(z.shape, dtype=z.dtype, generator=torch.Generator().manual_seed(1))
+        out = torch.autograd.grad(z, (a, b), w)
+        monkeypatch.setattr(conv, "_MAX_FRAME", original_max)
+        return w, out
+
+    original_max = conv._MAX_FRAME
+    for swap in (False, True):
+        framed.clear()
+        w, (gx, gy) = grads(x, y, swap)
+        assert framed == [frame]
+        ref = _correlation_reference(w, x, y_shape[-1], y_shape)
+        assert rel_l2(gy, ref) <= F64
+        _, (gx_whole, gy_whole) = grads(x, y, swap, whole=True)
+        assert rel_l2(gx, gx_whole) <= F64  # the long operand's route is unchanged
+        _, (_, gy32) = grads(x.float(), y.float(), swap)
+        _, (_, gy32_whole) = grads(x.float(), y.float(), swap, whole=True)
+        assert gy32.dtype == torch.float32
+        assert rel_l2(gy32, ref) <= float32_bound(rel_l2(gy32_whole, ref))
+    framed.clear()
+    w, (_, mixed) = grads(x.float(), y)  # float32 x, float64 taps: float64 gradients
+    assert framed == [frame] and mixed.dtype == torch.float64
+    assert rel_l2(mixed, _correlation_reference(w, x.float(), y_shape[-1], y_shape)) <= F64
+
+
+@needs_torch
+def test_gradcheck_fftconvolve_by_frames():
+    """gradcheck (the full Jacobian: random projections missed a wrapped lag, checked) and
+    gradgradcheck where the taps' gradient runs by frames (256-point frames, three a row;
+    the second derivative runs through the stft and c2r ops' gradients)."""
+    from specux.ops import conv
+
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 520, dtype=torch.float64, generator=g, requires_grad=True)
+    y = torch.randn(1, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    assert conv.correlation_frame(5, 520) == 256
+    assert _gradcheck(specux.fftconvolve, (x, y), fast_mode=False)
+    assert torch.autograd.gradgradcheck(specux.fftconvolve, (x, y),
+                                        atol=TOLERANCES["gradcheck_atol"],
+                                        rtol=TOLERANCES["gradcheck_rtol"], fast_mode=True)
+
+
 # --------------------------------------------------------------------------------------------
 # torch.compile / torch.export
 

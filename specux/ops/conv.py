@@ -2,7 +2,10 @@
 
 Backward: z = x * y (bilinear), so grad_x[n] = sum_k g[n + k] conj(y[k]): the full
 convolution of g with conj(flip(y)), read from offset Ly - 1 for Lx samples, summed over the
-axes x was broadcast along (and its real part when x is real). Likewise for y.
+axes x was broadcast along (and its real part when x is real). Likewise for y. The gradient
+of a short real operand against a long real one is a correlation at a few lags of two long
+rows; it runs by overlap-save frames (:func:`_framed_correlation`) instead of whole-length
+transforms.
 """
 
 from __future__ import annotations
@@ -33,8 +36,58 @@ def _setup(ctx, inputs, output):
     ctx.save_for_backward(*inputs)
 
 
+# The framed correlation's frame: the power of two >= _FRAME_LAGS x the lags, at least
+# _MIN_FRAME samples; it runs when the long row spans at least _MIN_FRAMES frames and the
+# frame is at most _MAX_FRAME samples; otherwise the gradient runs whole-length.
+_FRAME_LAGS = 4
+_MIN_FRAME = 256
+_MIN_FRAMES = 2
+_MAX_FRAME = 16384
+
+
+def correlation_frame(lags: int, length: int) -> int | None:
+    """The frame of :func:`_framed_correlation` for ``lags`` lags against a ``length``-sample
+    row, or None where whole-length transforms serve (a row of few frames, many lags)."""
+    frame = max(_MIN_FRAME, 1 << (_FRAME_LAGS * lags - 1).bit_length())
+    if frame > _MAX_FRAME or length < _MIN_FRAMES * frame:
+        return None
+    return frame
+
+
+def _framed_correlation(grad, other, target_shape, frame: int):
+    """``r[j] = sum_n other[n] grad[n + j]`` for the ``j < lags = target_shape[-1]`` (real
+    rows; ``grad`` has ``other``'s length + lags - 1 samples), summed to ``target_shape``, by
+    overlap-save: ``other`` in segments of ``S = frame - lags + 1`` samples, each zero-padded
+    to ``frame`` (an array window of S ones), against ``grad``'s ``frame`` samples from the
+    same start, so each frame's circular correlation holds its segment's lags 0 .. lags - 1
+    without wrapping. The frames' spectrum products are summed (over the frames and down to
+    the target's leading axes) before one inverse transform. Built from the stft and c2r
+    ops, it has their gradients (double backward)."""
+    from specux.ops.fft import c2r
+    from specux.ops.stft import stft
+
+    lags = target_shape[-1]
+    segment = frame - lags + 1
+    count = -(-other.shape[-1] // segment)
+    padded = (count - 1) * segment + frame  # the frames' span, >= both rows' lengths
+    other = torch.nn.functional.pad(other, (0, padded - other.shape[-1]))
+    grad = torch.nn.functional.pad(grad, (0, padded - grad.shape[-1]))
+    window = torch.zeros(frame, dtype=grad.dtype, device=grad.device)
+    window[:segment] = 1
+    common = (frame, segment, frame, False, "constant", False, True, "complex", 0.0)
+    segments = stft(other, window, "array", *common)  # (..., frame // 2 + 1, count)
+    frames = stft(grad, None, "boxcar", *common)
+    products = (segments.conj() * frames).sum(-1)
+    products = products.sum_to_size((*target_shape[:-1], products.shape[-1]))
+    return c2r(products, [-1], frame, "backward").narrow(-1, 0, lags)
+
+
 def _one_grad(grad, other, target):
     length = target.shape[-1]
+    if not (grad.is_complex() or other.is_complex() or target.is_complex()):
+        frame = correlation_frame(length, other.shape[-1])
+        if frame is not None:
+            return _framed_correlation(grad, other.to(grad.dtype), target.shape, frame)
     kernel = other.conj().flip(-1) if other.is_complex() else other.flip(-1)
     full = fftconvolve(grad, kernel)
     part = full.narrow(-1, other.shape[-1] - 1, length)
