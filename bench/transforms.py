@@ -25,7 +25,8 @@ CQT returns magnitudes (pad_mode="constant"), compared with specux's ``abs``; CQ
 on downsampled octaves, so its difference column measures that approximation. fwd+bwd rows
 (``--backward``) differentiate the sum of the result (real and imaginary parts for complex
 results; for cqt the sum of magnitudes on both sides, so specux's call includes an ``abs``) with
-respect to the signal (the spectrogram for istft).
+respect to the signal (the spectrogram for istft; for conv both the signal and the kernel, as
+in training a filter).
 
 Columns: ``specux ms`` and ``peer ms`` are the GPU time of one call, timed with CUDA events
 around ``--calls`` back-to-back calls after ``--warmup`` calls, median of ``--repeats`` such
@@ -329,6 +330,7 @@ def _case(name: str, device: str, scale: float) -> Case:
             name, {"x": x, "k": k},
             lambda d: specux.fftconvolve(d["x"], d["k"], mode="full"),
             [("torchaudio.fftconvolve", lambda: _torchaudio_conv(device))],
+            grad=("x", "k"),
         )  # fmt: skip
     raise KeyError(name)
 
