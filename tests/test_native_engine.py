@@ -205,6 +205,26 @@ def test_melspectrogram_top_db_clips_each_signal_alone():
     assert np.max(np.abs(got - ref)) <= TOLERANCES["db_abs64"]
 
 
+@pytest.mark.parametrize("one_pass", [native.ROWMAX_ONE_PASS, 0])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_row_max(dtype, one_pass, monkeypatch):
+    """native.row_max in one launch (rows up to ROWMAX_ONE_PASS) or two (lanes, then their
+    partials; forced here for every size): np.max of each row, NaN where the row holds one,
+    rows shorter and longer than the lanes and not a multiple of them."""
+    monkeypatch.setattr(native, "ROWMAX_ONE_PASS", one_pass)
+    rng = np.random.default_rng(3)
+    device = emulate.HostDevice()
+    for rows, size in ((3, 1), (2, 255), (4, 256), (3, 1000), (2, 5003)):
+        if size < native.ROWMAX_LANES and one_pass == 0:
+            continue  # two passes need at least a value a lane
+        x = (rng.standard_normal((rows, size)) * 100).astype(dtype)
+        x[0, size // 2] = -np.inf
+        if rows > 2:
+            x[-1, size - 1] = np.nan  # the last value of a row: the last lane's last step
+        got = device.download(native.row_max(device.upload(x), rows, size))
+        np.testing.assert_array_equal(got, x.max(axis=-1))
+
+
 def test_mfcc_and_lfcc():
     x = _signal((2, 120))
     _check(specux.mfcc, x, sr=1000, n_mfcc=4, n_fft=16, hop_length=4, n_mels=6)

@@ -47,7 +47,10 @@ and the torch route's fftconvolve product and unfused stft mapping, so both give
 - ``value``: complex ``x`` (of the precision) -> ``magnitude`` | ``power`` | ``db``
   (``option``), stored in the storage.
 - ``cmul``: ``out[i] = x[i] * table_a[i]``, complex.
-- ``rowmax``: ``out[r] = max_k x[r, k]`` over ``size`` values (one thread per row).
+- ``rowmax``: ``out[r * lanes + t] = max_k x[r, k]`` over ``k = t, t + lanes, ...`` below
+  ``size`` (``lanes`` = ``count``, at most ``size``; 0 means 1), a thread per (row, lane): a
+  row's lanes read it coalesced, and a second launch over the ``(rows, lanes)`` partials
+  gives the rows' maxima. NaN propagates (numpy's and torch's max).
 - ``colnorm``: ``x`` as (rows, count, size) normalized along ``count`` (one thread per
   (row, column)): ``option`` ``inf`` | ``1`` | ``p`` (``exponent``), lengths below ``eps``
   left as they are (librosa's ``util.normalize``).
@@ -399,12 +402,14 @@ def _cmul(spec: GatherSpec) -> str:
 
 def _rowmax(spec: GatherSpec) -> str:
     return "\n".join([
-        "    if (gid >= rows || size == 0) return;",
-        "    const storage_t* in = (const storage_t*)in_ptr + gid * size;",
-        "    real_t m = to_real(in[0]);",
-        "    for (long long k = 1; k < size; ++k) {",
+        "    const long long lanes = count > 0 ? count : 1;",
+        "    if (gid >= rows * lanes || size == 0) return;",
+        "    const long long r = gid / lanes, t = gid % lanes;",
+        "    const storage_t* in = (const storage_t*)in_ptr + r * size;",
+        "    real_t m = to_real(in[t]);",
+        "    for (long long k = t + lanes; k < size; k += lanes) {",
         "        const real_t v = to_real(in[k]);",
-        "        m = v > m ? v : m;",
+        "        m = (v > m || v != v) ? v : m;  // a NaN, once met, stays",
         "    }",
         "    put(&((storage_t*)out_ptr)[gid], m);",
     ])  # fmt: skip
