@@ -563,6 +563,32 @@ def test_fftconvolve_matches_cpu(mode, kinds):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_nan_propagates_through_db_and_top_db_like_the_cpu_backend(dtype):
+    """A NaN sample makes its frames' dB NaN (max(x, eps) keeps a NaN, as numpy's and torch's
+    maximum do; the kernels once floored it to eps) and, with top_db, its whole signal NaN
+    (the signal's peak is NaN); the other signal matches the CPU backend (its float32 dB
+    values are not compared: a float32 bin far below the peak differs by ~1e-3 dB between
+    two correct FFTs, see _db_kwargs)."""
+    x = _signal((2, 3000), seed=31, dtype=dtype)
+    x[1, 1500] = float("nan")
+    mel = dict(sr=16000, n_fft=256, hop_length=64, n_mels=20)
+    cases = [(specux.stft, dict(n_fft=256, hop_length=64, output="db")),
+             (specux.melspectrogram, dict(mel, output="db")),
+             (specux.melspectrogram, dict(mel, output="db", top_db=80.0)),
+             (specux.mfcc, dict(mel, n_mfcc=13))]  # fmt: skip
+    for fn, kw in cases:
+        got, ref = _both(fn, x, **kw)
+        what = f"{fn.__name__} {kw}"
+        nan = torch.isnan(ref)
+        assert nan[1].any() and not nan[0].any(), what
+        assert torch.equal(torch.isnan(got).cpu(), nan), what
+        if "top_db" in kw or fn is specux.mfcc:
+            assert nan[1].all(), what
+        if dtype == F64 or fn is specux.mfcc:  # (float32 dB: see _db_kwargs)
+            assert_matches_cpu(got[:1], ref[:1], db=fn is not specux.mfcc, what=what)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_fftconvolve_taps_gradient_by_frames(dtype):
     """PERF.md's conv shape scaled down, (4, 40000) * (1, 4096) taps: the taps' gradient by
     16384-point framed correlation (the stft block kernel in float32, frames in memory in

@@ -225,6 +225,20 @@ def test_row_max(dtype, one_pass, monkeypatch):
         np.testing.assert_array_equal(got, x.max(axis=-1))
 
 
+def test_top_db_clip_propagates_nan_like_the_cpu_backend():
+    """A NaN in one signal makes that signal's peak NaN and so its whole clipped dB output
+    NaN, as numpy's and torch's max do (the row maximum once skipped NaNs); the other signal
+    is clipped at its own peak."""
+    x = _signal((2, 120))
+    x[1, 60] = np.nan
+    kw = dict(sr=1000, n_fft=16, hop_length=4, n_mels=5, output="db", top_db=20.0)
+    got, _ = _on_device(specux.melspectrogram, x, **kw)
+    ref = specux.melspectrogram(x, **kw)
+    assert np.isnan(ref[1]).all() and not np.isnan(ref[0]).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    assert np.max(np.abs(got[0] - ref[0])) <= TOLERANCES["db_abs64"]
+
+
 def test_mfcc_and_lfcc():
     x = _signal((2, 120))
     _check(specux.mfcc, x, sr=1000, n_mfcc=4, n_fft=16, hop_length=4, n_mels=6)

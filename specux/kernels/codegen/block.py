@@ -233,7 +233,7 @@ def _store_lambda(spec: BlockSpec) -> str:
         result = {
             "power": "power",
             "magnitude": "sqrt(power)",
-            "db": "(real_t)10 * log10(power > (real_t)eps ? power : (real_t)eps)",
+            "db": "(real_t)10 * log10(power < (real_t)eps ? (real_t)eps : power)",
             "pow": "pow(power, (real_t)(0.5 * exponent))",
         }[value]
     if store.reduce:
@@ -991,7 +991,7 @@ def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
         ]
         if spec.store.reduce == "bank_db":
             lines.append(
-                "            acc = (real_t)factor * log10(acc > (real_t)eps ? acc : (real_t)eps);"
+                "            acc = (real_t)factor * log10(acc < (real_t)eps ? (real_t)eps : acc);"
             )
         lines += [
             f"            if (b < batch) put(&(({out_t}*)out_ptr)[row_base({_user_row(spec, 'b')}, "

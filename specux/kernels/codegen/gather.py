@@ -321,7 +321,7 @@ def _body(spec: GatherSpec) -> str:
         "    }",
     ]
     if spec.option.startswith("db"):
-        lines.append("    acc = (real_t)factor * log10(acc > (real_t)eps ? acc : (real_t)eps);")
+        lines.append("    acc = (real_t)factor * log10(acc < (real_t)eps ? (real_t)eps : acc);")
     lines.append("    put(&((storage_t*)out_ptr)[gid], acc);")
     return "\n".join(lines)
 
@@ -359,10 +359,13 @@ def _convert(spec: GatherSpec) -> str:
 
 _MAPS = {
     # The floor is rounded to the storage first, as an elementwise ``peak - top_db`` would be.
+    # A NaN, in the value or the floor, propagates (numpy's and torch's maximum); so does the
+    # dB's (max(x, eps) as x < eps ? eps : x, which keeps a NaN x).
     "clip": "storage_t floor_s; put(&floor_s, to_real(((const storage_t*)table_a)[gid / size])"
-            " - (real_t)factor); const real_t floor = to_real(floor_s); v = v > floor ? v : floor;",
+            " - (real_t)factor); const real_t floor = to_real(floor_s);"
+            " v = (v < floor || floor != floor) ? floor : v;",
     "threshold": "if (v < (real_t)factor) v = (real_t)0;",
-    "db": "v = (real_t)factor * log10(v > (real_t)eps ? v : (real_t)eps);",
+    "db": "v = (real_t)factor * log10(v < (real_t)eps ? (real_t)eps : v);",
     "window": "v *= ((const real_t*)table_a)[gid % size];",
 }
 
@@ -385,7 +388,7 @@ def _value(spec: GatherSpec) -> str:
     if spec.option == "magnitude":
         lines.append("    v = sqrt(v);")
     elif spec.option == "db":
-        lines.append("    v = (real_t)10 * log10(v > (real_t)eps ? v : (real_t)eps);")
+        lines.append("    v = (real_t)10 * log10(v < (real_t)eps ? (real_t)eps : v);")
     lines.append("    put(&((storage_t*)out_ptr)[gid], v);")
     return "\n".join(lines)
 
