@@ -885,8 +885,8 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
             f" + (live ? {row} * {n + 1}LL : 0);  // the transform's factors",
             "    auto factor_of = [&](int g) -> real_t { return grow[g]; };",
         ]
-    step = [  # bin g's value of the inverse transform's input
-        "    auto cotangent = [&](long long g, cpx v) -> cpx {",
+    step = [  # the pointwise step: bin g's value of the inverse transform's input
+        "    auto pointwise = [&](long long g, cpx v) -> cpx {",
         scale,
         *[f"    {line}" for line in _cotangent("factor_of(g)", "g")],
         "        return v;",
@@ -898,7 +898,7 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
             f" + (live ? sig * {n + 1}LL : 0);  // the signal's kernel spectrum",
         ]
         step = [
-            "    auto cotangent = [&](long long g, cpx v) -> cpx {",
+            "    auto pointwise = [&](long long g, cpx v) -> cpx {",
             "        return cmul(cmul(v, kernel[g]), ((const cpx*)store_table)[g]);",
             "    };",
         ]
@@ -924,8 +924,8 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
         "        const cpx za = my[skew(j)], zb = my[skew(jm)];",
         # W^m = W^(n - j) = -conj W^j (exact: the table's symmetry, fft_exec._roots)
         "        const cpx wj = tw_table[j], wm = cpx{-wj.re, wj.im};",
-        "        const cpx gj = cotangent(j, untangled(wj, za, zb));",
-        "        const cpx gm = cotangent(m, untangled(wm, zb, za));",
+        "        const cpx gj = pointwise(j, untangled(wj, za, zb));",
+        "        const cpx gm = pointwise(m, untangled(wm, zb, za));",
         "        if (j == 0) {  // DC and Nyquist: real parts only",
         "            my[skew(0)] = tangled(wj, cpx{gj.re, 0}, cpx{gm.re, 0});",
         "        } else {",
