@@ -983,6 +983,34 @@ def test_fftconvolve_short_operand_gradient_by_frames(shapes, monkeypatch):
 
 
 @needs_torch
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_fftconvolve_half_gradients_by_frames(dtype, monkeypatch):
+    """Half operands compute in float32 (the op never sees half): the taps' gradient runs by
+    frames in float32 and is rounded to half once, equal to the float32 gradients of the
+    same (half-rounded) operands to half precision."""
+    from specux.ops import conv
+
+    framed = []
+    original = conv._framed_correlation
+    monkeypatch.setattr(conv, "_framed_correlation",
+                        lambda *a: framed.append(a[0].dtype) or original(*a))  # fmt: skip
+    g = torch.Generator().manual_seed(5)
+    half = getattr(torch, dtype)
+    x = torch.randn(2, 3000, generator=g).to(half)
+    y = torch.randn(2, 31, generator=g).to(half)
+    grads = []
+    for a, b in ((x.float(), y.float()), (x, y)):
+        a, b = a.clone().requires_grad_(), b.clone().requires_grad_()
+        specux.fftconvolve(a, b).sum().backward()
+        grads.append((a.grad, b.grad))
+    assert framed == [torch.float32, torch.float32]
+    tol = TOLERANCES["float16_storage" if dtype == "float16" else "bfloat16_storage"]
+    for got, ref in zip(grads[1], grads[0]):
+        assert got.dtype == half
+        assert rel_peak(got.float().numpy(), ref.numpy()) <= tol
+
+
+@needs_torch
 def test_gradcheck_fftconvolve_by_frames():
     """gradcheck (the full Jacobian: random projections missed a wrapped lag, checked) and
     gradgradcheck where the taps' gradient runs by frames (256-point frames, three a row;
