@@ -196,6 +196,31 @@ def test_istft_length_pad_and_trim(rng):
     np.testing.assert_allclose(shorter, x[:500], rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("onesided", [True, False])
+def test_istft_rows_on_the_pool_match_one_thread_and_one_row(rng, onesided, monkeypatch):
+    """The CPU istft runs a signal a pool task (its inverse FFT, window, overlap-add and
+    division in cache): the same bits as all rows on the calling thread and as each row
+    alone, in either spectrum layout (frame-major from specux.stft, freq-major as
+    torch.stft lays it out)."""
+    from specux.kernels.cpu import stft as cpu_stft
+
+    x = rng.standard_normal((2, 3, 30000)).astype(np.float32)
+    kw = dict(n_fft=512, hop_length=128, onesided=onesided)
+    S = specux.stft(x, **kw)
+    for spectrum in (S, np.ascontiguousarray(S)):
+        pooled = specux.istft(spectrum, length=29000, **kw)
+        assert pooled.shape == (2, 3, 29000) and pooled.dtype == np.float32
+        for i, j in np.ndindex(2, 3):
+            np.testing.assert_array_equal(
+                specux.istft(spectrum[i, j], length=29000, **kw), pooled[i, j])
+        with monkeypatch.context() as m:
+            m.setattr(cpu_stft, "_SERIAL_BYTES", 1 << 62)  # every row on this thread
+            np.testing.assert_array_equal(specux.istft(spectrum, length=29000, **kw), pooled)
+        assert rel_l2(pooled, x[..., :29000]) <= 1e-6
+        assert specux.istft(spectrum, length=0, **kw).shape == (2, 3, 0)
+        assert specux.istft(spectrum[:0], length=100, **kw).shape == (0, 3, 100)
+
+
 def test_istft_matches_torch(rng):
     torch = pytest.importorskip("torch")
     x = torch.from_numpy(rng.standard_normal((3, 2000)))

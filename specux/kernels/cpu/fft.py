@@ -97,6 +97,12 @@ def _in_pool() -> bool:
     return getattr(_thread, "in_pool", False)
 
 
+def thread_workers() -> int:
+    """Threads an FFT call may use from here: one on a pool thread (the pool already runs
+    one task a core), every core on any other thread."""
+    return 1 if _in_pool() else WORKERS
+
+
 def run_blocks(work: Callable[[Any], None], items: Sequence[Any], parallel: bool = True) -> None:
     """``work(item)`` for every item: on the pool when ``parallel`` and there are several
     items and several workers, else (and always when called from a pool thread, which must
@@ -251,7 +257,8 @@ def r2c(x: np.ndarray, dims: Sequence[int], norm: str, *, workers: int = WORKERS
     return _fresh(out, x, out_dtype)
 
 
-def c2r(x: np.ndarray, dims: Sequence[int], last_size: int, norm: str) -> np.ndarray:
+def c2r(x: np.ndarray, dims: Sequence[int], last_size: int, norm: str, *,
+        workers: int = WORKERS) -> np.ndarray:  # fmt: skip
     """Inverse real FFT over ``dims`` giving ``last_size`` samples on the last of them.
 
     The imaginary parts of the DC bin (and of the Nyquist bin for even sizes) are ignored.
@@ -267,7 +274,7 @@ def c2r(x: np.ndarray, dims: Sequence[int], last_size: int, norm: str) -> np.nda
     if engine == "mkl":
         out = _mkl_transform("c2r", x, dims, False, norm, sizes, out_dtype)
     elif engine == "scipy":
-        out = _scipy_fft.irfftn(x, s=sizes, axes=dims, norm=norm, workers=WORKERS)
+        out = _scipy_fft.irfftn(x, s=sizes, axes=dims, norm=norm, workers=workers)
     else:
         out = np.fft.irfftn(x, s=sizes, axes=dims, norm=norm)
     return _fresh(out, x, out_dtype)

@@ -344,18 +344,34 @@ def istft(
     count = spectrum.shape[-1]
     rdtype = fft.real_dtype(spectrum.dtype)
     w = full_window(p, window, rdtype)
-    columns = spectrum.swapaxes(-1, -2)
-    if p.onesided:
-        frames = fft.c2r(columns, (-1,), p.n_fft, p.fft_norm)
-    else:
-        frames = fft.c2c(columns, (-1,), False, p.fft_norm).real
-    frames *= w  # a fresh array from the inverse FFT
-    summed = overlap_add(frames, p.hop_length)
     env = envelope(p, w.astype(np.float64), count)
     start, stop, out_length = istft_bounds(p, count, length)
     check_nola(env, start, stop)
-    out = np.empty((*spectrum.shape[:-2], out_length), dtype=rdtype)
-    np.divide(summed[..., start:stop], env[start:stop].astype(rdtype),
-              out=out[..., : stop - start])  # fmt: skip
-    out[..., stop - start :] = 0
+    inverse = env[start:stop].astype(rdtype)
+    batch = spectrum.shape[:-2]
+    out = np.empty((*batch, out_length), dtype=rdtype)
+    n_rows = math.prod(batch)
+    rows = spectrum.reshape(n_rows, *spectrum.shape[-2:])
+    out2 = out.reshape(n_rows, out_length)
+
+    def work(row: int) -> None:
+        # A signal at a time, its frames in cache from the inverse FFT through the window
+        # and the overlap-add to the division (each row's transform does not depend on its
+        # batch, so the bits are those of one call over all rows).
+        columns = rows[row].swapaxes(-1, -2)
+        workers = fft.thread_workers()
+        if p.onesided:
+            frames = fft.c2r(columns, (-1,), p.n_fft, p.fft_norm, workers=workers)
+        else:
+            frames = fft.c2c(columns, (-1,), False, p.fft_norm, workers=workers).real
+        frames *= w  # a fresh array from the inverse FFT
+        summed = overlap_add(frames, p.hop_length)
+        np.divide(summed[start:stop], inverse, out=out2[row, : stop - start])
+        out2[row, stop - start :] = 0
+
+    if count > 0:
+        fft.run_blocks(work, range(n_rows),
+                       parallel=rows.size * spectrum.itemsize >= _SERIAL_BYTES)  # fmt: skip
+    else:
+        out[...] = 0
     return out
