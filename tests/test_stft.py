@@ -221,6 +221,27 @@ def test_istft_rows_on_the_pool_match_one_thread_and_one_row(rng, onesided, monk
         assert specux.istft(spectrum[:0], length=100, **kw).shape == (0, 3, 100)
 
 
+@pytest.mark.parametrize("power", [2.0, 1.0])
+def test_power_adjoint_rows_on_the_pool_match_one_thread_and_one_row(rng, power, monkeypatch):
+    """The CPU |stft| ** power backward runs a signal a pool task: the same bits as all rows
+    on the calling thread and as each row alone (a reflect padding folded back, a cotangent
+    broadcast over a leading axis)."""
+    from specux.kernels.cpu import stft as cpu_stft
+
+    x = rng.standard_normal((2, 3, 30000)).astype(np.float32)
+    p = cpu_stft.StftParams(n_fft=512, hop_length=100, win_length=512,
+                            window=cpu_stft.WindowSpec.from_key("hann"), center=True,
+                            pad_mode="reflect", normalized=False, onesided=True)  # fmt: skip
+    grad = rng.standard_normal((1, 3, 257, 301)).astype(np.float32)
+    pooled = cpu_stft.power_adjoint(x, None, p, power, grad)
+    assert pooled.shape == x.shape and pooled.dtype == np.float32
+    for i, j in np.ndindex(2, 3):
+        alone = cpu_stft.power_adjoint(x[i, j], None, p, power, grad[0, j])
+        np.testing.assert_array_equal(alone, pooled[i, j])
+    monkeypatch.setattr(cpu_stft, "_SERIAL_BYTES", 1 << 62)  # every row on this thread
+    np.testing.assert_array_equal(cpu_stft.power_adjoint(x, None, p, power, grad), pooled)
+
+
 def test_istft_matches_torch(rng):
     torch = pytest.importorskip("torch")
     x = torch.from_numpy(rng.standard_normal((3, 2000)))

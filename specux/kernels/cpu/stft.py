@@ -133,7 +133,27 @@ def power_adjoint(x: np.ndarray, window: np.ndarray | None, p: StftParams, power
     """The gradient of ``sum(grad * |stft(x)| ** power)`` with respect to ``x`` (one-sided;
     ``grad`` ``(..., n_freq, n_frames)``): each bin's ``grad e |X| ** (e - 2) X`` (zero where
     X is, for e < 2) weighted for the one-sided spectrum, the inverse real FFT of every
-    frame, the window, the overlap-add folded through the padding."""
+    frame, the window, the overlap-add folded through the padding. A signal a pool task
+    (:func:`_power_adjoint_rows` on one row, its spectrum and frames in cache); every step
+    works row by row, so the bits are those of the whole batch at once."""
+    batch, length = x.shape[:-1], x.shape[-1]
+    n_rows = math.prod(batch)
+    x2 = x.reshape(n_rows, length)
+    grad2 = np.broadcast_to(grad, (*batch, *grad.shape[-2:])).reshape(n_rows, *grad.shape[-2:])
+    out = np.empty((n_rows, length), dtype=x.dtype)
+
+    def work(row: int) -> None:
+        out[row] = _power_adjoint_rows(x2[row : row + 1], window, p, power,
+                                       grad2[row : row + 1])[0]  # fmt: skip
+
+    frame_bytes = n_rows * grad.shape[-1] * p.n_fft * x.itemsize  # as framewise counts
+    fft.run_blocks(work, range(n_rows), parallel=frame_bytes >= _SERIAL_BYTES)
+    return out.reshape(x.shape)
+
+
+def _power_adjoint_rows(x: np.ndarray, window: np.ndarray | None, p: StftParams, power: float,
+                        grad: np.ndarray) -> np.ndarray:  # fmt: skip
+    """:func:`power_adjoint` of a batch of rows, stage by stage over all of them."""
     spectrum = np.swapaxes(stft(x, window, p, "complex"), -1, -2)  # (..., n_frames, n_freq)
     half = np.full(p.n_freq, 0.5, dtype=x.dtype)  # the one-sided spectrum's weights
     half[[0] + ([p.n_fft // 2] if p.n_fft % 2 == 0 else [])] = 1.0
@@ -146,7 +166,7 @@ def power_adjoint(x: np.ndarray, window: np.ndarray | None, p: StftParams, power
         np.power(magnitude, power - 2.0, out=magnitude, where=nonzero)
         scale *= np.where(nonzero, power * magnitude, 0.0)
     np.multiply(spectrum, scale, out=spectrum)  # the stft's own frame-major array
-    frames = fft.c2r(spectrum, [-1], p.n_fft, dual_norm(p.fft_norm))
+    frames = fft.c2r(spectrum, [-1], p.n_fft, dual_norm(p.fft_norm), workers=fft.thread_workers())
     frames *= full_window(p, window, x.dtype)
     return overlap_add_padded(frames, x.shape[-1], p.hop_length, p.pad, p.pad_mode)
 
