@@ -139,12 +139,14 @@ def power_adjoint(x: np.ndarray, window: np.ndarray | None, p: StftParams, power
     batch, length = x.shape[:-1], x.shape[-1]
     n_rows = math.prod(batch)
     x2 = x.reshape(n_rows, length)
-    grad2 = np.broadcast_to(grad, (*batch, *grad.shape[-2:])).reshape(n_rows, *grad.shape[-2:])
+    # a row's cotangent by its index: reshaping a cotangent broadcast over a leading axis
+    # would copy it whole
+    grad_b = np.broadcast_to(grad, (*batch, *grad.shape[-2:]))
     out = np.empty((n_rows, length), dtype=x.dtype)
 
     def work(row: int) -> None:
-        out[row] = _power_adjoint_rows(x2[row : row + 1], window, p, power,
-                                       grad2[row : row + 1])[0]  # fmt: skip
+        g = grad_b[np.unravel_index(row, batch)] if batch else grad_b
+        out[row] = _power_adjoint_rows(x2[row : row + 1], window, p, power, g[None])[0]
 
     frame_bytes = n_rows * grad.shape[-1] * p.n_fft * x.itemsize  # as framewise counts
     fft.run_blocks(work, range(n_rows), parallel=frame_bytes >= _SERIAL_BYTES)
