@@ -824,6 +824,42 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
     return lines
 
 
+def _adjoint_factor(spec: BlockSpec, row: str) -> list[str]:
+    """The fused adjoint's ``factor_of(g)``: bin g's real factor, from the transform's ``row``
+    of ``factors`` (n + 1 values), or with StoreSpec.expand the bank's transpose applied to
+    its row of ``n_bands`` values."""
+    n = spec.n
+    if spec.store.expand:  # F[g] = sum_k bank[lo + k, g] G[lo + k]: the bank's transpose
+        # (up to EXPAND_UNROLLED terms as straight-line code: the loads of a pair's two bins
+        # issue together; the same sums in the same order as the loop and the bank gather)
+        if spec.store.expand <= EXPAND_UNROLLED:
+            terms = [f"        if (band.count > {k}) acc += weight[{k * (n + 1)}] * row[{k}];"
+                     for k in range(spec.store.expand)]  # fmt: skip
+        else:
+            terms = [f"        for (int k = 0; k < band.count; ++k) acc += weight[k * {n + 1}]"
+                     " * row[k];"]  # fmt: skip
+        factor = [
+            "    const real_t* const grow = (const real_t*)factors"
+            f" + (live ? {row} * n_bands : 0);  // the transform's row of G",
+            "    auto factor_of = [&](int g) -> real_t {",
+            f"        {BAND_RECORD}",
+            "        const band_t band = ((const band_t*)bands)[g];",
+            f"        const real_t* const weight = (const real_t*)weights + g;  // stride {n + 1}",
+            "        const real_t* const row = grow + band.first;",
+            "        real_t acc = (real_t)0;",
+            *terms,
+            "        return acc;",
+            "    };",
+        ]
+    else:
+        factor = [
+            "    const real_t* const grow = (const real_t*)factors"
+            f" + (live ? {row} * {n + 1}LL : 0);  // the transform's factors",
+            "    auto factor_of = [&](int g) -> real_t { return grow[g]; };",
+        ]
+    return factor
+
+
 def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     """The fused adjoint of ``|stft(x)| ** e`` (StoreSpec.value ``adjoint``; an r2c kernel)
     after its forward stages (which leave Z, the packed transform, in shared memory): the
@@ -854,44 +890,6 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     n, threads, barrier = spec.n, spec.threads, dialect.barrier
     pairs = n // 2 + 1
     fresh = dialect.fresh_tid if spec.per_block == 1 else f"{dialect.fresh_tid} % {threads}"
-    scale = "        v.re *= (real_t)scale; v.im *= (real_t)scale;" if spec.store.scaled else ""
-    # the transform's row of factors (frame-major): with the overlap-add, frame c of signal sig
-    row = "(sig * frames + c)" if spec.store.ola_hop else "b"
-    if spec.store.expand:  # F[g] = sum_k bank[lo + k, g] G[lo + k]: the bank's transpose
-        # (up to EXPAND_UNROLLED terms as straight-line code: the loads of a pair's two bins
-        # issue together; the same sums in the same order as the loop and the bank gather)
-        if spec.store.expand <= EXPAND_UNROLLED:
-            terms = [f"        if (band.count > {k}) acc += weight[{k * (n + 1)}] * row[{k}];"
-                     for k in range(spec.store.expand)]  # fmt: skip
-        else:
-            terms = [f"        for (int k = 0; k < band.count; ++k) acc += weight[k * {n + 1}]"
-                     " * row[k];"]  # fmt: skip
-        factor = [
-            "    const real_t* const grow = (const real_t*)factors"
-            f" + (live ? {row} * n_bands : 0);  // the transform's row of G",
-            "    auto factor_of = [&](int g) -> real_t {",
-            f"        {BAND_RECORD}",
-            "        const band_t band = ((const band_t*)bands)[g];",
-            f"        const real_t* const weight = (const real_t*)weights + g;  // stride {n + 1}",
-            "        const real_t* const row = grow + band.first;",
-            "        real_t acc = (real_t)0;",
-            *terms,
-            "        return acc;",
-            "    };",
-        ]
-    else:
-        factor = [
-            "    const real_t* const grow = (const real_t*)factors"
-            f" + (live ? {row} * {n + 1}LL : 0);  // the transform's factors",
-            "    auto factor_of = [&](int g) -> real_t { return grow[g]; };",
-        ]
-    step = [  # the pointwise step: bin g's value of the inverse transform's input
-        "    auto pointwise = [&](long long g, cpx v) -> cpx {",
-        scale,
-        *[f"    {line}" for line in _cotangent("factor_of(g)", "g")],
-        "        return v;",
-        "    };",
-    ]
     if spec.store.value == "convolve":  # times the signal's kernel spectrum and the phase
         factor = [
             "    const cpx* const kernel = (const cpx*)factors"
@@ -900,6 +898,18 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
         step = [
             "    auto pointwise = [&](long long g, cpx v) -> cpx {",
             "        return cmul(cmul(v, kernel[g]), ((const cpx*)store_table)[g]);",
+            "    };",
+        ]
+    else:  # the adjoint: each bin's cotangent with its factor
+        # the transform's row of factors (frame-major): with the overlap-add, frame c of
+        # signal sig
+        factor = _adjoint_factor(spec, "(sig * frames + c)" if spec.store.ola_hop else "b")
+        scale = "        v.re *= (real_t)scale; v.im *= (real_t)scale;" if spec.store.scaled else ""
+        step = [  # the pointwise step: bin g's value of the inverse transform's input
+            "    auto pointwise = [&](long long g, cpx v) -> cpx {",
+            scale,
+            *[f"    {line}" for line in _cotangent("factor_of(g)", "g")],
+            "        return v;",
             "    };",
         ]
     lines = [
