@@ -1,7 +1,11 @@
 """CPU benchmark: specux's CPU backend vs librosa and torch, side by side, ratios printed.
 
 Workloads: ../shared/PERF.md's mel, mfcc, stft_c, stft_p, cqt and conv scaled to 8 signals
-(conv's DSP peer is scipy.signal.fftconvolve, in the librosa column: librosa has none). Each
+(conv's DSP peer is scipy.signal.fftconvolve, in the librosa column: librosa has none), and
+three more on the same signals: istft of their (8, 513, 626) spectrum (freq-major, as librosa
+and torch.stft give it), and mel_bwd / conv_bwd, forward plus ``sum().backward()`` of mel and
+of conv with gradients to every input (torch tensors; librosa and scipy have no gradients,
+so only torch's autograd is timed beside them). Each
 (workload, contender) runs in a fresh process (so no contender warms caches for another),
 timed as the median of --repeat calls after --warmup calls, all in float32 (wall time; the
 process time of the calls, all threads together, is printed beside it). The contenders
@@ -31,6 +35,9 @@ WORKLOADS = {
     "stft_p": "stft(n_fft=1024, hop_length=256, output='power') on (8, 160000)",
     "cqt": "cqt(sr=22050, hop_length=512, fmin=32.70, n_bins=84) on (8, 220500)",
     "conv": "fftconvolve(x (8, 160000), k (8, 4096)), mode full",
+    "istft": "istft(n_fft=1024, hop_length=256, length=160000) of the (8, 513, 626) spectrum",
+    "mel_bwd": "mel forward + sum().backward() to x",
+    "conv_bwd": "conv forward + sum().backward() to x and k",
 }
 CONTENDERS = ("specux", "librosa", "torch")
 
@@ -49,6 +56,26 @@ def _taps():
     return np.random.default_rng(1).standard_normal((BATCH, 4096)).astype(np.float32)
 
 
+def _spectrum(x):
+    """istft's input: the stft of ``x`` (n_fft 1024, hop 256), freq-major complex64."""
+    import numpy as np
+
+    import specux
+
+    return np.ascontiguousarray(specux.stft(x, n_fft=1024, hop_length=256))
+
+
+def _backward(forward, *leaves):
+    """``forward(*leaves).sum().backward()``, the leaves' gradients cleared first."""
+
+    def run():
+        for t in leaves:
+            t.grad = None
+        forward(*leaves).sum().backward()
+
+    return run
+
+
 def _specux(workload: str, x):
     import specux
 
@@ -65,11 +92,28 @@ def _specux(workload: str, x):
     if workload == "conv":
         k = _taps()
         return lambda: specux.fftconvolve(x, k)
+    if workload == "istft":
+        S = _spectrum(x)
+        return lambda: specux.istft(S, n_fft=1024, hop_length=256, length=x.shape[-1])
+    import torch
+
+    xt = torch.from_numpy(x).requires_grad_()
+    if workload == "mel_bwd":
+        kw = dict(sr=16000, n_fft=1024, hop_length=256, n_mels=80)
+        return _backward(lambda a: specux.melspectrogram(a, **kw), xt)
+    if workload == "conv_bwd":
+        return _backward(specux.fftconvolve, xt, torch.from_numpy(_taps()).requires_grad_())
     raise KeyError(workload)
 
 
 def _librosa(workload: str, x):
     import librosa
+
+    if workload in ("mel_bwd", "conv_bwd"):
+        return None  # no gradients
+    if workload == "istft":
+        S = _spectrum(x)
+        return lambda: librosa.istft(S, n_fft=1024, hop_length=256, length=x.shape[-1])
 
     kw = dict(sr=16000, n_fft=1024, hop_length=256, n_mels=80, pad_mode="constant")
     if workload == "mel":
@@ -99,13 +143,22 @@ def _torch(workload: str, x):
     window = torch.hann_window(1024)
     if workload == "cqt":
         return None  # torch has no CQT; nnAudio is GPU-oriented and not installed here
-    if workload == "conv":  # torchaudio.functional.fftconvolve's formula
-        kt = torch.from_numpy(_taps())
-        n = x.shape[-1] + kt.shape[-1] - 1
-        return lambda: torch.fft.irfft(torch.fft.rfft(xt, n) * torch.fft.rfft(kt, n), n)
+    n = x.shape[-1] + 4096 - 1
 
-    def spec():
-        return torch.stft(xt, 1024, 256, window=window, center=True, pad_mode="constant",
+    def conv(a, b):  # torchaudio.functional.fftconvolve's formula
+        return torch.fft.irfft(torch.fft.rfft(a, n) * torch.fft.rfft(b, n), n)
+
+    if workload == "conv":
+        kt = torch.from_numpy(_taps())
+        return lambda: conv(xt, kt)
+    if workload == "conv_bwd":
+        return _backward(conv, xt.requires_grad_(), torch.from_numpy(_taps()).requires_grad_())
+    if workload == "istft":
+        S = torch.from_numpy(_spectrum(x))
+        return lambda: torch.istft(S, 1024, 256, window=window, length=x.shape[-1])
+
+    def spec(a=xt):
+        return torch.stft(a, 1024, 256, window=window, center=True, pad_mode="constant",
                           return_complex=True)  # fmt: skip
 
     if workload == "stft_c":
@@ -115,6 +168,8 @@ def _torch(workload: str, x):
     mel = torch.from_numpy(librosa.filters.mel(sr=16000, n_fft=1024, n_mels=80))
     if workload == "mel":
         return lambda: mel @ spec().abs().pow(2)
+    if workload == "mel_bwd":
+        return _backward(lambda a: mel @ spec(a).abs().pow(2), xt.requires_grad_())
     import scipy.fft
 
     dct = torch.from_numpy(scipy.fft.dct(torch.eye(80).numpy(), norm="ortho", axis=0)[:20])
