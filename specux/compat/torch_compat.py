@@ -31,6 +31,20 @@ def torch_version() -> tuple[int, int]:
     return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
 
 
+def check(condition, message) -> None:
+    """``torch._check(condition, message)`` without its first call's cost in eager code: a
+    plain bool is tested here (RuntimeError with ``message()``, as torch raises), a symbolic
+    one (an op's fake kernel tracing under compile / export) goes to torch._check. torch's
+    checks import torch.fx.experimental.symbolic_shapes, and sympy with it, whatever the
+    condition: the first eager backward of a melspectrogram took 3.5 s on the H200 machine
+    (2.8 s of it compiling sympy's modules), 0.4 s on a laptop-class CPU."""
+    if isinstance(condition, bool):
+        if not condition:
+            raise RuntimeError(message())
+        return
+    torch_module()._check(condition, message)
+
+
 def dtype_name(dtype) -> str:
     """A torch dtype's plain name (``torch.float32`` -> ``"float32"``), as numpy spells it."""
     return str(dtype).removeprefix("torch.")

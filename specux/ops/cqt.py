@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from specux.compat.torch_compat import check
 from specux.kernels.cpu import cqt as cpu_cqt
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_adjoint_shape, cqt_n_frames, cqt_shape
@@ -88,7 +89,7 @@ def cqt(x: torch.Tensor, spec: str, pad_mode: str, output: str, eps: float) -> t
 
 def _check_grad(grad, s: ConstantQSpec, length):
     expected = cqt_n_frames(length, s.hop_length)
-    torch._check(
+    check(
         grad.shape[-2] == s.n_bins and grad.shape[-1] == expected,
         lambda: (
             f"specux::cqt_adjoint: got {tuple(grad.shape[-2:])} (bins, frames), expected "

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from specux.compat.arrays import numpy_name
+from specux.compat.torch_compat import check
 from specux.kernels.cpu import features as cpu_features
 from specux.kernels.cpu import stft as cpu_stft
 from specux.meta import matrices, shapes
@@ -163,12 +164,12 @@ def _bank_adjoint_check(x, n_fft, hop_length, center, bank, bank_spec, grad):
     )
     width = bank.shape[-1] if bank is not None else (
         matrices.shape(MatrixSpec.from_key(bank_spec))[1])  # fmt: skip
-    torch._check(
+    check(
         width == n_freq,
         lambda: f"specux::bank_adjoint: the bank has {width} columns, the stft {n_freq} bins",
     )
     expected = (*batch, _n_out(bank, bank_spec), count)
-    torch._check(
+    check(
         tuple(grad.shape) == expected,
         lambda: (
             f"specux::bank_adjoint: grad of shape {tuple(grad.shape)}, the filterbank "

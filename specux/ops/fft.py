@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from specux.compat.torch_compat import plain_eager
+from specux.compat.torch_compat import check, plain_eager
 from specux.kernels.cpu import fft as cpu_fft
 from specux.meta import shapes
 from specux.meta.params import dual_norm
@@ -108,7 +108,7 @@ def r2c(x: torch.Tensor, dim, norm: str) -> torch.Tensor:
 
 
 def _c2r_fake(x, dim, last_size, norm):
-    torch._check(
+    check(
         x.shape[dim[-1]] == last_size // 2 + 1,
         lambda: f"specux::c2r: {x.shape[dim[-1]]} bins given for {last_size} output samples",
     )

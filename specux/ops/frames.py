@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from specux.compat.torch_compat import check
 from specux.kernels.cpu import frames as cpu_frames
 from specux.meta import shapes
 from specux.ops._declare import call, declare, from_numpy, to_numpy
@@ -59,7 +60,7 @@ def frame(x: torch.Tensor, frame_length: int, hop_length: int, pad: int, pad_mod
 
 def _check_count(frames, length, hop_length, pad):
     expected = shapes.n_frames(length, frames.shape[-1], hop_length, pad)
-    torch._check(
+    check(
         frames.shape[-2] == expected,
         lambda: f"specux::overlap_add: {frames.shape[-2]} frames given, {expected} cover "
         f"length={length} with pad={pad}",

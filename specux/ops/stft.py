@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-from specux.compat.torch_compat import dtype_name, plain_eager
+from specux.compat.torch_compat import check, dtype_name, plain_eager
 from specux.kernels.cpu import stft as cpu_stft
 from specux.meta import shapes
 from specux.meta.params import StftParams, WindowSpec, dual_norm
@@ -305,7 +305,7 @@ def _power_adjoint_check(x, n_fft, hop_length, center, grad):
     *batch, n_freq, count = shapes.stft_shape(
         x.shape, n_fft, hop_length, n_fft // 2 if center else 0, True
     )
-    torch._check(
+    check(
         tuple(grad.shape) == (*batch, n_freq, count),
         lambda: (
             f"specux::power_adjoint: grad of shape {tuple(grad.shape)}, the stft's is "
