@@ -53,6 +53,52 @@ def test_compile_fft_family():
     torch.testing.assert_close(gc, ge)
 
 
+def _dynamic_cases():
+    return {
+        "stft_istft": lambda x: specux.istft(specux.stft(x, n_fft=64, hop_length=16), n_fft=64,
+                                             hop_length=16, length=x.shape[-1]),
+        "power": lambda x: specux.stft(x, n_fft=64, hop_length=16, output="power"),
+        "conv": lambda x: specux.fftconvolve(x, x[..., :20]),
+        "rfft": lambda x: specux.irfft(specux.rfft(x), n=x.shape[-1]),
+        "mfcc": lambda x: specux.mfcc(x, sr=16000, n_fft=128, n_mels=16, n_mfcc=6, top_db=80.0),
+        "cqt": lambda x: specux.cqt(x, sr=8000, hop_length=64, fmin=200.0, n_bins=12).abs(),
+        "chroma": lambda x: specux.chroma(x, sr=16000, n_fft=128),
+    }  # fmt: skip
+
+
+def _same_as_eager(fn, compiled, lengths):
+    for n in lengths:
+        x = torch.randn(2, n, dtype=torch.float64, requires_grad=True)
+        y, ref = compiled(x), fn(x)
+        (gx,) = torch.autograd.grad(y.sum(), x)
+        (gr,) = torch.autograd.grad(ref.sum(), x)
+        torch.testing.assert_close(y, ref, rtol=TOLERANCES["float64"], atol=TOLERANCES["float64"])
+        torch.testing.assert_close(gx, gr, rtol=TOLERANCES["float64"], atol=TOLERANCES["float64"])
+
+
+@pytest.mark.parametrize("name", ["stft_istft", "power", "conv", "rfft", "mfcc", "cqt", "chroma"])
+def test_compile_with_symbolic_lengths(name):
+    """torch.compile(dynamic=True): one graph for every signal length, forward and backward
+    equal to eager. The filterbank transforms (their float parameters name the bank) need
+    floats specialized (torch._dynamo.config.specialize_float, docs/api.md); the others run
+    with torch's defaults (as_float's finiteness test was math.isfinite, which Dynamo cannot
+    trace on the floats dynamic=True leaves symbolic)."""
+    torch._dynamo.reset()
+    fn = _dynamic_cases()[name]
+    floats = name in ("mfcc", "cqt", "chroma")
+    with torch._dynamo.config.patch(specialize_float=floats):
+        compiled = torch.compile(fn, dynamic=True, fullgraph=True, backend="aot_eager")
+        _same_as_eager(fn, compiled, (1500, 1700, 2101))
+
+
+def test_compile_automatic_dynamic_lengths():
+    """torch's default (dynamic=None): the second length recompiles with a symbolic length
+    (automatic dynamic shapes), floats stay constants, and mel works unchanged."""
+    torch._dynamo.reset()
+    fn = lambda x: specux.melspectrogram(x, sr=16000, n_fft=128, n_mels=16)  # noqa: E731
+    _same_as_eager(fn, torch.compile(fn, fullgraph=True, backend="aot_eager"), (1500, 1700, 2101))
+
+
 class _Spectrogram(torch.nn.Module):
     def forward(self, x):
         return specux.stft(x, 128, 32, output="db")
