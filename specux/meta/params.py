@@ -74,7 +74,8 @@ def as_float(name: str, value: Any, *, positive: bool = False, finite: bool = Tr
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ParameterError(f"{name} must be a real number, got {_describe(value)}")
         value = float(value)
-    if finite and not -math.inf < value < math.inf:  # (math.isfinite stops torch.compile(dynamic=True))
+    # (not math.isfinite: Dynamo cannot trace it on the floats dynamic=True leaves symbolic)
+    if finite and not -math.inf < value < math.inf:
         raise ValueError(f"{name}={value} is out of range: must be finite")
     if positive and not value > 0:
         raise ValueError(f"{name}={value} is out of range: must be > 0")
