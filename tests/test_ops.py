@@ -513,6 +513,7 @@ def test_eager_calls_do_not_import_sympy():
     the first backward of a melspectrogram take 0.4 s here and 3.5 s on the H200 machine.
     The ops' checks go through compat.torch_compat.check. Run in a fresh interpreter (this
     one may have imported sympy already)."""
+    import os
     import subprocess
     import sys
     import textwrap
@@ -530,8 +531,11 @@ def test_eager_calls_do_not_import_sympy():
         sum(o.sum() for o in outs).backward()
         print("sympy" in sys.modules)
     """)
+    # a fresh process's environment: mkl-service, once imported here, sets
+    # MKL_THREADING_LAYER=INTEL, which it then refuses in a child that loads torch's libgomp first
+    env = {k: v for k, v in os.environ.items() if k != "MKL_THREADING_LAYER"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+                          timeout=300, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
 
