@@ -1,0 +1,64 @@
+"""tools/ncu_regions.py's summary of ncu's source page (its GPU half runs on the GPU machine)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "tools" / "ncu_regions.py"
+_spec = importlib.util.spec_from_file_location("ncu_regions", _PATH)
+ncu_regions = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ncu_regions)
+
+_HEADER = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Instructions Executed",
+           "L1 Wavefronts Shared", "L1 Wavefronts Shared Ideal", "L1 Tag Requests Global",
+           "stall_long_sb", "stall_barrier", "stall_long_sb (Not Issued)"]  # fmt: skip
+
+
+def _page(path: Path, kernels: dict[str, list[tuple]]) -> None:
+    """An exported source page as ncu writes it: per kernel a name row, a header, the rows."""
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f, quoting=csv.QUOTE_ALL)
+        for name, rows in kernels.items():
+            out.writerow(["Kernel Name", name, ""])
+            out.writerow(_HEADER)
+            for i, (source, samples, executed, shared, ideal, glob, lsb, bar) in enumerate(rows):
+                out.writerow([hex(i * 16), source, samples, f"{executed:,}", shared, ideal, glob,
+                              lsb, bar, lsb])  # fmt: skip
+
+
+def test_regions_split_at_barriers_and_sum_each(tmp_path, capsys):
+    page = tmp_path / "k_source.csv"
+    _page(page, {
+        "specux_fft_block": [
+            ("      LDG.E.64 R2, desc[UR4][R4.64]", 10, 1000, 0, 0, 1000, 9, 0),
+            ("      FADD R2, R2, R3", 2, 3000, 0, 0, 0, 1, 0),
+            ("      BAR.SYNC.DEFER_BLOCKING 0x0", 4, 1000, 0, 0, 0, 0, 4),
+            ("      LDS.64 R6, [R8]", 1, 2000, 4000, 2000, 0, 0, 0),
+            ("@P0   FFMA R6, R6, R7, R9", 3, 1000, 0, 0, 0, 0, 0),
+            ("      EXIT", 0, 500, 0, 0, 0, 0, 0),
+        ],
+        "specux_gather": [("      STG.E [R2.64], R3", 5, 700, 0, 0, 0, 5, 0)],
+    })  # fmt: skip
+    found = ncu_regions.kernels(page)
+    assert [name for name, _ in found] == ["specux_fft_block", "specux_gather"]
+    first, second = ncu_regions.split(found[0][1])
+    a, b = ncu_regions.summarize(first), ncu_regions.summarize(second)
+    assert (a["instructions"], a["samples"], a["global_requests"]) == (5000, 16, 1000)
+    assert a["ops"] == {"LDG": 1000, "FADD": 3000, "BAR": 1000}
+    assert a["reasons"] == {"long_sb": 10, "barrier": 4}  # the "(Not Issued)" column left out
+    assert (b["instructions"], b["shared"], b["shared_ideal"]) == (3500, 4000, 2000)
+    assert b["ops"] == {"LDS": 2000, "FFMA": 1000, "EXIT": 500}  # a predicate is no opcode
+    ncu_regions.regions(page)
+    printed = capsys.readouterr().out
+    assert "specux_fft_block: 0.01M warp instructions, 20 stall samples" in printed
+    assert "shared wavefronts 0.00M (conflict-free 0.00M)" in printed
+    assert "specux_gather" in printed
+
+
+def test_unknown_workload_is_refused():
+    with pytest.raises(SystemExit):
+        ncu_regions.main(["run", "nope", "out"])
