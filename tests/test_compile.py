@@ -91,6 +91,26 @@ def test_compile_with_symbolic_lengths(name):
         _same_as_eager(fn, compiled, (1500, 1700, 2101))
 
 
+@pytest.mark.parametrize("module", ["MelSpectrogram", "MFCC", "LFCC", "Chroma", "CQT"])
+def test_compile_modules_with_symbolic_lengths(module):
+    """specux.nn's filterbank modules build their banks' keys at construction, so they trace
+    under dynamic=True with torch's defaults; CQT / VQT call the function, and need floats
+    specialized as the functions do (docs/api.md)."""
+    import specux.nn as snn
+
+    torch._dynamo.reset()
+    kwargs = {"MelSpectrogram": dict(sr=16000, n_fft=128, n_mels=16),
+              "MFCC": dict(sr=16000, n_mfcc=6, n_fft=128, n_mels=16),
+              "LFCC": dict(sr=16000, n_lfcc=6, n_fft=128, n_filter=16),
+              "Chroma": dict(sr=16000, n_fft=128),
+              "CQT": dict(sr=8000, hop_length=64, fmin=200.0, n_bins=12)}[module]  # fmt: skip
+    m = getattr(snn, module)(dtype=torch.float64, **kwargs)
+    fn = (lambda x: m(x).abs()) if module == "CQT" else m
+    with torch._dynamo.config.patch(specialize_float=module == "CQT"):
+        compiled = torch.compile(fn, dynamic=True, fullgraph=True, backend="aot_eager")
+        _same_as_eager(fn, compiled, (1500, 1700, 2101))
+
+
 def test_compile_automatic_dynamic_lengths():
     """torch's default (dynamic=None): the second length recompiles with a symbolic length
     (automatic dynamic shapes), floats stay constants, and mel works unchanged."""
