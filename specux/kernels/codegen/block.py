@@ -196,6 +196,14 @@ def _load_lambda(spec: BlockSpec) -> str:
     return "\n".join(lines + _pair_lambda(spec))
 
 
+def db_of(factor: str, value: str) -> str:
+    """``factor * log10(max(value, eps))`` as the kernels write it: ``value < eps ? eps :
+    value``, which keeps a NaN value a NaN (numpy's, torch's and librosa's maximum; ``value >
+    eps ? value : eps`` turned it into the floor). Every dB step of the block and gather
+    kernels renders through here."""
+    return f"{factor} * log10({value} < (real_t)eps ? (real_t)eps : {value})"
+
+
 def _store_lambda(spec: BlockSpec) -> str:
     store = spec.store
     value = store.value
@@ -233,7 +241,7 @@ def _store_lambda(spec: BlockSpec) -> str:
         result = {
             "power": "power",
             "magnitude": "sqrt(power)",
-            "db": "(real_t)10 * log10(power < (real_t)eps ? (real_t)eps : power)",
+            "db": db_of("(real_t)10", "power"),
             "pow": "pow(power, (real_t)(0.5 * exponent))",
         }[value]
     if store.reduce:
@@ -1000,9 +1008,7 @@ def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
             f"            real_t acc = acc{f};",
         ]
         if spec.store.reduce == "bank_db":
-            lines.append(
-                "            acc = (real_t)factor * log10(acc < (real_t)eps ? (real_t)eps : acc);"
-            )
+            lines.append(f"            acc = {db_of('(real_t)factor', 'acc')};")
         lines += [
             f"            if (b < batch) put(&(({out_t}*)out_ptr)[row_base({_user_row(spec, 'b')}, "
             "out_inner, "

@@ -77,7 +77,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from specux.kernels.codegen.block import BAND_RECORD
+from specux.kernels.codegen.block import BAND_RECORD, db_of
 from specux.kernels.codegen.dialects import Dialect
 from specux.kernels.codegen.fft import _REAL, _REAL_STORAGE, _types
 
@@ -321,7 +321,7 @@ def _body(spec: GatherSpec) -> str:
         "    }",
     ]
     if spec.option.startswith("db"):
-        lines.append("    acc = (real_t)factor * log10(acc < (real_t)eps ? (real_t)eps : acc);")
+        lines.append(f"    acc = {db_of('(real_t)factor', 'acc')};")
     lines.append("    put(&((storage_t*)out_ptr)[gid], acc);")
     return "\n".join(lines)
 
@@ -360,12 +360,12 @@ def _convert(spec: GatherSpec) -> str:
 _MAPS = {
     # The floor is rounded to the storage first, as an elementwise ``peak - top_db`` would be.
     # A NaN, in the value or the floor, propagates (numpy's and torch's maximum); so does the
-    # dB's (max(x, eps) as x < eps ? eps : x, which keeps a NaN x).
+    # dB's (block.db_of).
     "clip": "storage_t floor_s; put(&floor_s, to_real(((const storage_t*)table_a)[gid / size])"
             " - (real_t)factor); const real_t floor = to_real(floor_s);"
             " v = (v < floor || floor != floor) ? floor : v;",
     "threshold": "if (v < (real_t)factor) v = (real_t)0;",
-    "db": "v = (real_t)factor * log10(v < (real_t)eps ? (real_t)eps : v);",
+    "db": f"v = {db_of('(real_t)factor', 'v')};",
     "window": "v *= ((const real_t*)table_a)[gid % size];",
 }
 
@@ -388,7 +388,7 @@ def _value(spec: GatherSpec) -> str:
     if spec.option == "magnitude":
         lines.append("    v = sqrt(v);")
     elif spec.option == "db":
-        lines.append("    v = (real_t)10 * log10(v < (real_t)eps ? (real_t)eps : v);")
+        lines.append(f"    v = {db_of('(real_t)10', 'v')};")
     lines.append("    put(&((storage_t*)out_ptr)[gid], v);")
     return "\n".join(lines)
 
