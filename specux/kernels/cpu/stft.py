@@ -145,12 +145,18 @@ def power_adjoint(x: np.ndarray, window: np.ndarray | None, p: StftParams, power
     out = np.empty((n_rows, length), dtype=x.dtype)
 
     def work(row: int) -> None:
-        g = grad_b[np.unravel_index(row, batch)] if batch else grad_b
+        g = _batch_row(grad_b, batch, row)
         out[row] = _power_adjoint_rows(x2[row : row + 1], window, p, power, g[None])[0]
 
     frame_bytes = n_rows * grad.shape[-1] * p.n_fft * x.itemsize  # as framewise counts
     fft.run_blocks(work, range(n_rows), parallel=frame_bytes >= _SERIAL_BYTES)
     return out.reshape(x.shape)
+
+
+def _batch_row(a: np.ndarray, batch: tuple[int, ...], row: int) -> np.ndarray:
+    """Row ``row`` (C order) of ``a``'s leading ``batch`` axes, as a view: reshaping ``a`` to
+    rows would copy it whole when an axis is broadcast (stride 0) or strided apart."""
+    return a[np.unravel_index(row, batch)] if batch else a
 
 
 def _power_adjoint_rows(x: np.ndarray, window: np.ndarray | None, p: StftParams, power: float,
@@ -373,14 +379,13 @@ def istft(
     batch = spectrum.shape[:-2]
     out = np.empty((*batch, out_length), dtype=rdtype)
     n_rows = math.prod(batch)
-    rows = spectrum.reshape(n_rows, *spectrum.shape[-2:])
     out2 = out.reshape(n_rows, out_length)
 
     def work(row: int) -> None:
         # A signal at a time, its frames in cache from the inverse FFT through the window
         # and the overlap-add to the division (each row's transform does not depend on its
         # batch, so the bits are those of one call over all rows).
-        columns = rows[row].swapaxes(-1, -2)
+        columns = _batch_row(spectrum, batch, row).swapaxes(-1, -2)
         workers = fft.thread_workers()
         if p.onesided:
             frames = fft.c2r(columns, (-1,), p.n_fft, p.fft_norm, workers=workers)
@@ -393,7 +398,7 @@ def istft(
 
     if count > 0:
         fft.run_blocks(work, range(n_rows),
-                       parallel=rows.size * spectrum.itemsize >= _SERIAL_BYTES)  # fmt: skip
+                       parallel=spectrum.size * spectrum.itemsize >= _SERIAL_BYTES)  # fmt: skip
     else:
         out[...] = 0
     return out
