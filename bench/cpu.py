@@ -143,9 +143,8 @@ def _torch(workload: str, x):
     window = torch.hann_window(1024)
     if workload == "cqt":
         return None  # torch has no CQT; nnAudio is GPU-oriented and not installed here
-    n = x.shape[-1] + 4096 - 1
-
     def conv(a, b):  # torchaudio.functional.fftconvolve's formula
+        n = a.shape[-1] + b.shape[-1] - 1
         return torch.fft.irfft(torch.fft.rfft(a, n) * torch.fft.rfft(b, n), n)
 
     if workload == "conv":
