@@ -219,6 +219,11 @@ def test_istft_rows_on_the_pool_match_one_thread_and_one_row(rng, onesided, monk
         assert rel_l2(pooled, x[..., :29000]) <= 1e-6
         assert specux.istft(spectrum, length=0, **kw).shape == (2, 3, 0)
         assert specux.istft(spectrum[:0], length=100, **kw).shape == (0, 3, 100)
+    # a spectrum broadcast over a leading axis: each task takes its row as a view
+    wide = np.broadcast_to(S[:1], (4, 3, *S.shape[-2:]))
+    broadcast = specux.istft(wide, length=29000, **kw)
+    for i, j in np.ndindex(4, 3):
+        np.testing.assert_array_equal(broadcast[i, j], specux.istft(S[0, j], length=29000, **kw))
 
 
 @pytest.mark.parametrize("power", [2.0, 1.0])
