@@ -78,7 +78,9 @@ class NumpyEngine:
         return cpu_features.bank_spectrogram(x, window, p, power, plan, output, eps)
 
     @staticmethod
-    def project(x, spec: MatrixSpec):
+    def project(x, spec: MatrixSpec, top_db: float | None = None):
+        if top_db is not None:
+            x = cpu_features.clip_top_db(x, top_db)
         return cpu_features.project(x, matrices.matrix(spec, x.dtype))
 
     @staticmethod
@@ -93,13 +95,7 @@ class NumpyEngine:
     def db(values, factor: float, eps: float):
         return cpu_features.db(values, factor, eps)
 
-    @staticmethod
-    def clip_top_db(values, top_db: float):
-        """Per signal (leading index): ``max(S, max(S) - top_db)`` over the last two axes."""
-        if values.size == 0:
-            return values
-        peak = values.max(axis=(-2, -1), keepdims=True)
-        return np.maximum(values, peak - values.dtype.type(top_db))
+    clip_top_db = staticmethod(cpu_features.clip_top_db)
 
     @staticmethod
     def normalize(values, norm: float, axis: int):
@@ -192,8 +188,8 @@ class TorchEngine:
         )  # fmt: skip
 
     @staticmethod
-    def project(x, spec: MatrixSpec):
-        return _torch_ops.features.project(x, None, spec.as_key())
+    def project(x, spec: MatrixSpec, top_db: float | None = None):
+        return _torch_ops.features.project(x, None, spec.as_key(), top_db)
 
     @staticmethod
     def fftconvolve(x, y):

@@ -126,10 +126,8 @@ def _cepstrum(call: _Call, x, log_spec, n_out, n_bands, dct_type, norm, lifter, 
     the caller's parameters for n_out and the band count, for error messages)."""
     dct = matrices.dct_spec(n_out=n_out, n_in=n_bands, dct_type=dct_type, norm=norm,
                             lifter=lifter, out_name=names[0], bands_name=names[1])  # fmt: skip
-    top_db = _top_db(top_db)
-    if top_db is not None:
-        log_spec = call.engine.clip_top_db(log_spec, top_db)
-    return call.finish(call.engine.project(log_spec, dct))
+    # the clip is read by the DCT's kernel (the clipped values are never stored)
+    return call.finish(call.engine.project(log_spec, dct, _top_db(top_db)))
 
 
 @across_libraries

@@ -343,14 +343,16 @@ class _Cepstrum(_Banded):
         xc, dtype = self._prepare(x)
         stock = (type(self).band_power is _Cepstrum.band_power
                  and type(self).compress is _Cepstrum.compress)  # fmt: skip
+        top_db = None
         if stock and self._power == 2.0:
-            # The bank op's own dB (one kernel on the GPU), as the functions compute it.
+            # The bank op's own dB (one kernel on the GPU) and the clip read by the DCT's
+            # op, as the functions compute them.
             logs = self._filterbank(xc, self.fb, 2.0, "db", _LOG_AMIN)
-            if self._top_db is not None:
-                logs = _clip_top_db(logs, self._top_db)
+            top_db = self._top_db
         else:
             logs = self.compress(self.band_power(xc))
-        return _restore(torch.ops.specux.project(logs, _like(self.dct, logs, "dct"), ""), dtype)
+        dct = _like(self.dct, logs, "dct")
+        return _restore(torch.ops.specux.project(logs, dct, "", top_db), dtype)
 
 
 class MFCC(_Cepstrum):

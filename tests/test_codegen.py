@@ -574,6 +574,9 @@ def _transform_families(recorder):
                     option = transform_exec.correlate_option(rows, 400, columns, 2000, 512,
                                                              precision, True)  # fmt: skip
                     recorder.specs.add(GatherSpec("correlate", precision, precision, option))
+        for frames, n_out, n_in in ((40064, 20, 80), (37, 13, 40)):  # the clipped DCTs
+            option = transform_exec.correlate_option(1, frames, n_out, n_in, n_in, precision)
+            recorder.specs.add(GatherSpec("correlate_clip", precision, precision, option))
         recorder.specs.add(GatherSpec("partsum", precision, precision))
         for hop in (1, 64, 512):  # the adjoint's tiles
             for blocks in (10, 1000, 10000):

@@ -1103,3 +1103,47 @@ def test_chroma_cqt_float16_is_rounded_once(rng):
                            tuning=0.0)  # fmt: skip
     assert half.dtype == np.float16
     assert np.max(np.abs(half.astype(np.float32) - single)) <= 2.0**-11
+
+
+@needs_torch
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.cuda, pytest.mark.skipif(torch is None or not torch.cuda.is_available(),
+                                         reason="needs a CUDA GPU")])])  # fmt: skip
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_project_top_db_is_the_torch_clip_then_project(device, dtype):
+    """project(x, .., top_db) (mfcc's clip read by its DCT) against torch's own per-signal
+    clip, ``maximum(x, amax(x) - top_db)``, then the plain projection: the same values (the
+    same bits on the CPU, where both clip in numpy's order) and the same gradients, with a
+    signal whose peak is reached twice and values exactly at the floor (torch's maximum
+    splits a tie's gradient in halves; its amax shares the peak's among the ties)."""
+    from specux.meta import matrices
+    from specux.ops.features import project
+
+    dt = getattr(torch, dtype)
+    key = matrices.dct_spec(n_out=20, n_in=40, dct_type=2, norm="ortho", lifter=0.0).as_key()
+    g = torch.Generator().manual_seed(7)
+    x = (torch.randn(3, 40, 50, generator=g, dtype=torch.float64) * 10).to(dt)
+    x[0, 3, 7] = x[0, 30, 40] = x[0].max() + 1  # the peak, twice
+    x[2, 5, 5:9] = x[2].max() - 20  # at the floor
+    x = x.to(device)
+    cotangent = torch.randn(3, 20, 50, generator=g, dtype=dt).to(device)
+
+    def run(fused):
+        leaf = x.clone().requires_grad_(True)
+        if fused:
+            out = project(leaf, None, key, 20.0)
+        else:
+            clipped = torch.maximum(leaf, leaf.amax(dim=(-2, -1), keepdim=True) - 20.0)
+            out = project(clipped, None, key)
+        (grad,) = torch.autograd.grad(out, leaf, cotangent)
+        return out.detach(), grad
+
+    (out, grad), (ref, ref_grad) = run(True), run(False)
+    assert (x[2] == x[2].max() - 20).sum() >= 4 and (x[0] == x[0].max()).sum() == 2
+    if device == "cpu":
+        torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    else:
+        tol = TOLERANCES[f"{dtype}_peak"] * ref.abs().max().item()
+        torch.testing.assert_close(out, ref, rtol=0, atol=tol)
+    scale = ref_grad.abs().max().item()
+    torch.testing.assert_close(grad, ref_grad, rtol=0, atol=TOLERANCES[f"{dtype}_peak"] * scale)

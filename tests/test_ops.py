@@ -173,9 +173,14 @@ def _samples(name):
     if name == "project":
         dct = ('{"dct_type": 2, "kind": "dct", "lifter": 22.0, "n_in": 6, "n_out": 4, '
                '"norm": "ortho"}')  # fmt: skip
+        # top_db 3 clips about a sixth of the normal values (mfcc's clip, per signal)
         return [
-            ("dct-spec", lambda: (_make((2, 6, 5), r), None, dct)),
-            ("matrix", lambda: (_make((6, 7), r), torch.rand((3, 6), dtype=r), "")),
+            ("dct-spec", lambda: (_make((2, 6, 5), r), None, dct, None)),
+            ("matrix", lambda: (_make((6, 7), r), torch.rand((3, 6), dtype=r), "", None)),
+            ("dct-spec-top-db", lambda: (_make((2, 6, 5), r), None, dct, 3.0)),
+            ("matrix-top-db", lambda: (_make((2, 6, 7), r), torch.rand((3, 6), dtype=r), "",
+                                       3.0)),
+            ("empty-top-db", lambda: (_make((0, 6, 5), r), None, dct, 3.0)),
         ]
     if name in ("cqt", "cqt_adjoint"):
         from specux.meta.cqt_params import cqt_spec

@@ -800,3 +800,43 @@ def test_emulated_dense_projection_is_the_gathers_bits(dtype, rng):
         dct = matrices.matrix(MatrixSpec.from_key(key), np.dtype("float64"))
         ref = x.astype(np.float64) @ dct.T
         assert _peak_error(outs[0], ref) <= TOLERANCES[f"{precision}_peak"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_emulated_clipped_projection_is_clip_then_project(dtype, rng):
+    """transform_exec.project with ``peaks`` (the kind ``correlate_clip``: mfcc's top_db
+    clip read by its DCT) gives the bits of the projection of the clipped rows, each signal
+    clipped at its own peak minus top_db; a NaN in a signal (its peak NaN) makes that
+    signal's outputs NaN, as torch.maximum would, and leaves the others alone."""
+    from specux.kernels import emulate
+    from specux.kernels.cpu import features as cpu_features
+    from specux.meta import matrices
+
+    precision = np.dtype(dtype).name
+    key = matrices.dct_spec(n_out=13, n_in=40, dct_type=2, norm="ortho", lifter=0.0).as_key()
+    bands, weights, n_in = transform_exec.sparse_bank(key, precision)
+    assert transform_exec.projects_clipped(True, n_in, precision, precision)
+    signals, frames, top_db = 3, 37, 2.0  # 111 rows: partial tiles, signals across tiles
+    x = rng.standard_normal((signals, n_in, frames)).astype(dtype)
+    x[1, 4, 5] = np.nan
+
+    def project(values, peaks):
+        rows = np.ascontiguousarray(values.swapaxes(-1, -2))  # frame-major, as the ops pass
+        out = np.zeros((signals, frames, 13), dtype)
+        transform_exec.project(emulate.HostBackend(), rows, out, bands, weights,
+                               rows=signals * frames, n_in=n_in, n_out=13, storage=precision,
+                               precision=precision, dense=True, signals=signals,
+                               peaks=peaks, top_db=top_db)  # fmt: skip
+        return out
+
+    with np.errstate(invalid="ignore"):
+        clipped = cpu_features.clip_top_db(x, top_db)
+    peaks = np.array([np.max(s) for s in x], dtype)
+    assert np.isnan(peaks[1]) and (clipped[0] == x[0].max() - dtype(top_db)).any()
+    got, ref = project(x, peaks), project(clipped, None)
+    np.testing.assert_array_equal(got, ref)
+    assert np.isnan(got[1]).all() and np.isfinite(got[[0, 2]]).all()
+    with pytest.raises(ValueError, match="tiled correlation"):
+        transform_exec.project(emulate.HostBackend(), x, x, bands, weights, rows=1,
+                               n_in=n_in, n_out=13, storage=precision, precision=precision,
+                               dense=False, peaks=peaks)  # fmt: skip

@@ -561,18 +561,28 @@ def bank_spectrogram(x: DeviceArray, window, p: StftParams, power: float, bank_s
     return out.swapaxes(-1, -2)
 
 
-def project(x: DeviceArray, spec: str) -> DeviceArray:
+def project(x: DeviceArray, spec: str, top_db: float | None = None) -> DeviceArray:
     """``matrix @ x`` along the feature axis (-2) for a named matrix: one kernel
-    (:func:`transform_exec.project`)."""
+    (:func:`transform_exec.project`); with ``top_db``, of ``x`` clipped per signal at its
+    peak minus ``top_db`` (:func:`row_max` first; the tiled correlation clips as it reads,
+    the gather reads a clipped copy)."""
     storage, precision = _storage(x)
     device = x.device
     n_in = x.shape[-2]
     bands, weights, n_out = named_bands(device, spec, precision, n_in, "x")
+    is_dense = transform_exec.named_dense(spec, precision)
+    signals = math.prod(x.shape[:-2])
+    clip = top_db is not None and x.size
+    if clip and not transform_exec.projects_clipped(is_dense, n_in, storage, precision):
+        x, clip = NativeEngine.clip_top_db(x, top_db), False
     rows = dense(x.swapaxes(-1, -2))
+    # a signal's peak over its rows: any order of its values gives the same maximum
+    peaks = row_max(rows, signals, rows.size // signals) if clip else None
     out = device.empty((*rows.shape[:-1], n_out), x.dtype)
     transform_exec.project(device, rows, out, bands, weights, rows=out.size // max(n_out, 1),
                            n_in=n_in, n_out=n_out, storage=storage, precision=precision,
-                           dense=transform_exec.named_dense(spec, precision))  # fmt: skip
+                           dense=is_dense, signals=signals, peaks=peaks,
+                           top_db=0.0 if top_db is None else top_db)  # fmt: skip
     return out.swapaxes(-1, -2)
 
 
@@ -694,8 +704,8 @@ class NativeEngine:
         return bank_spectrogram(x, window, p, power, bank.as_key(), output, eps)
 
     @staticmethod
-    def project(x, spec: MatrixSpec):
-        return project(x, spec.as_key())
+    def project(x, spec: MatrixSpec, top_db: float | None = None):
+        return project(x, spec.as_key(), top_db)
 
     fftconvolve = staticmethod(fftconvolve)
 

@@ -201,20 +201,36 @@ def bank(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
     _launch(backend, spec, rows * n_out, args)
 
 
+def projects_clipped(dense: bool, n_in: int, storage: str, precision: str) -> bool:
+    """Whether :func:`project` clips its rows itself (``peaks``): the tiled correlation's
+    route (a ``dense`` matrix of at most ``CORRELATE_SPLIT`` columns, rows stored in the
+    compute precision)."""
+    return dense and storage == precision and n_in <= CORRELATE_SPLIT
+
+
 def project(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
-            storage: str, precision: str, dense: bool) -> None:  # fmt: skip
+            storage: str, precision: str, dense: bool, signals: int = 1, peaks=None,
+            top_db: float = 0.0) -> None:  # fmt: skip
     """``dst[r, m] = sum_k matrix[m, k] * src[r, k]`` for ``rows`` contiguous rows (a DCT, a
     chroma fold, a filterbank's transpose: :func:`bank_tables`' ``bands`` / ``weights``).
     A ``dense`` matrix (every band spans every column: its weights are the matrix
     transposed, a correlation kernel) of at most ``CORRELATE_SPLIT`` columns, on rows stored
-    in the compute precision, runs as the tiled correlation -- the rows as frames of one
-    signal with hop ``n_in`` -- which stages the rows and the matrix in shared memory
-    instead of reading each operand once per output; the others as the bank gather. Both
-    sum each output over ascending k in one accumulator: the same bits."""
-    if dense and storage == precision and n_in <= CORRELATE_SPLIT and rows * n_out:
-        correlate(backend, src, dst, weights, rows=1, count=rows, columns=n_out, taps=n_in,
-                  hop=n_in, row_len=rows * n_in, start=0, out_width=n_out, column=0,
-                  precision=precision)  # fmt: skip
+    in the compute precision, runs as the tiled correlation -- the rows as frames of
+    ``signals`` signals with hop ``n_in`` -- which stages the rows and the matrix in shared
+    memory instead of reading each operand once per output; the others as the bank gather.
+    Both sum each output over ascending k in one accumulator: the same bits. With ``peaks``
+    (:func:`projects_clipped` must hold; one value a signal, the precision), each signal's
+    rows are read as ``max(x, peak - top_db)`` (mfcc's top_db clip)."""
+    clip = peaks is not None
+    if clip and not projects_clipped(dense, n_in, storage, precision):
+        raise ValueError("project clips its rows on the tiled correlation's route only")
+    if rows % max(signals, 1):
+        raise ValueError(f"project: {rows} rows are not whole signals of {signals}")
+    if projects_clipped(dense, n_in, storage, precision) and rows * n_out:
+        count = rows // signals
+        correlate(backend, src, dst, weights, rows=signals, count=count, columns=n_out,
+                  taps=n_in, hop=n_in, row_len=count * n_in, start=0, out_width=n_out,
+                  column=0, precision=precision, peaks=peaks, top_db=top_db)  # fmt: skip
         return
     bank(backend, src, dst, bands, weights, rows=rows, n_in=n_in, n_out=n_out, exponent=1.0,
          db_factor=None, eps=0.0, storage=storage, precision=precision)  # fmt: skip
@@ -447,29 +463,36 @@ def correlate_option(rows: int, count: int, columns: int, taps: int, hop: int,
 
 def correlate(backend, src, dst, kernel, *, rows: int, count: int, columns: int, taps: int,
               hop: int, row_len: int, start: int, out_width: int, column: int,
-              precision: str, option: str | None = None) -> None:  # fmt: skip
+              precision: str, option: str | None = None, peaks=None,
+              top_db: float = 0.0) -> None:  # fmt: skip
     """``dst[r, t, column + c] = sum_j src[r, start + t * hop + j] * kernel[j, c]`` for
     ``c < columns``, ``j < taps``: rows of ``row_len`` in, of ``out_width`` out (one
     constant-Q octave group of the correlation kernels). ``option`` the tile (tests pin
     it; :func:`correlate_option` by default). Kernels longer than ``CORRELATE_SPLIT`` taps
-    sum each split into a scratch array, added up by a second launch."""
+    sum each split into a scratch array, added up by a second launch. With ``peaks`` (one
+    value a row, the precision), row r's samples are read as ``max(x, peaks[r] - top_db)``
+    (the kind ``correlate_clip``; SIMT tiles only)."""
     if taps < 1:
         raise ValueError(f"correlate needs taps >= 1, got {taps}")
     if rows * count * columns == 0:
         return
+    clip = peaks is not None
     option = option or correlate_option(rows, count, columns, taps, hop, precision,
-                                        tensor_cores(backend, precision))  # fmt: skip
+                                        tensor_cores(backend, precision) and not clip)  # fmt: skip
     mma = mma_tile(option) is not None
+    if clip and mma:
+        raise ValueError(f"a clipped correlation takes the SIMT tiles, not option={option!r}")
     splits = mma_splits(taps, hop) if mma else -(-taps // CORRELATE_SPLIT)
     frames = rows * count
     target = dst if splits == 1 else backend.scratch(-(-splits * frames * columns // 2),
                                                      precision)  # fmt: skip
-    args = _args(backend, src, target, kernel, rows=rows, count=count, size=columns,
+    args = _args(backend, src, target, kernel, peaks, rows=rows, count=count, size=columns,
                  frame_len=taps, hop=hop, pad=column, sig_len=row_len, start=start,
-                 stop=out_width)  # fmt: skip
+                 stop=out_width, factor=top_db)  # fmt: skip
     blocks = (_mma_blocks(option, rows, count, columns, taps, hop) if mma
               else _tiled_blocks(option, frames, columns, splits))  # fmt: skip
-    _launch_tiled(backend, "correlate", option, precision, blocks, args)
+    _launch_tiled(backend, "correlate_clip" if clip else "correlate", option, precision,
+                  blocks, args)  # fmt: skip
     if splits > 1:
         elementwise(backend, "partsum", "", target, dst, rows=frames, size=columns,
                     count=splits, stop=out_width, pad=column, storage=precision,

@@ -254,7 +254,7 @@ def bank_adjoint(x, window, window_name, n_fft, hop_length, win_length, center, 
 # project
 
 
-def _project_fake(x, matrix, spec):
+def _project_fake(x, matrix, spec, top_db):
     # Frame-major in memory, like the spectrograms it maps: each frame's features contiguous.
     return x.new_empty((*x.shape[:-2], x.shape[-1], _n_out(matrix, spec))).transpose(-1, -2)
 
@@ -266,19 +266,22 @@ def _dense(matrix, spec: str, dtype: torch.dtype) -> np.ndarray:
     return matrices.matrix(MatrixSpec.from_key(spec), numpy_dtype(dtype))
 
 
-def _project_cpu(x, matrix, spec):
-    out = cpu_features.project(to_numpy(x), _dense(matrix, spec, x.dtype))
+def _project_cpu(x, matrix, spec, top_db):
+    values = to_numpy(x)
+    if top_db is not None:
+        values = cpu_features.clip_top_db(values, top_db)
+    out = cpu_features.project(values, _dense(matrix, spec, x.dtype))
     return from_numpy(np.ascontiguousarray(out.swapaxes(-1, -2))).transpose(-1, -2)
 
 
-def _project_cuda(x, matrix, spec):
+def _project_cuda(x, matrix, spec, top_db):
     from specux.kernels.cuda import transforms
 
-    return transforms.project(x, matrix, spec)
+    return transforms.project(x, matrix, spec, top_db)
 
 
 def _project_setup(ctx, inputs, output):
-    x, matrix, ctx.spec = inputs
+    x, matrix, ctx.spec, ctx.top_db = inputs
     ctx.save_for_backward(x, matrix)
 
 
@@ -290,19 +293,40 @@ def _transpose_product(grad, matrix, spec: str):
     return project(grad, None, matrices.transposed_key(spec))
 
 
+def _clip_cotangent(x, grad, top_db: float):
+    """The cotangent of ``x`` through ``max(x, amax(x) - top_db)`` (per signal: the peak over
+    the last two axes) for the clipped values' cotangent ``grad``: the rules torch's own
+    maximum and amax backwards apply (a tie with the floor splits its cotangent in halves;
+    the floor's part goes to the signal's peaks, shared equally when several values tie)."""
+    peak = x.amax(dim=(-2, -1), keepdim=True)
+    floor = peak - top_db
+    tie = x == floor
+    half = torch.where(tie, grad / 2, grad)
+    to_x = half.masked_fill(x < floor, 0)
+    to_floor = half.masked_fill(x > floor, 0).sum(dim=(-2, -1), keepdim=True)
+    at_peak = x == peak
+    return to_x + to_floor * at_peak / at_peak.sum(dim=(-2, -1), keepdim=True)
+
+
 @_full_precision
 def _project_backward(ctx, grad):
     x, matrix = ctx.saved_tensors
-    grad_x = _transpose_product(grad, matrix, ctx.spec) if ctx.needs_input_grad[0] else None
-    grad_matrix = None
+    top_db = ctx.top_db
+    grad_x = grad_matrix = None
+    if ctx.needs_input_grad[0]:
+        grad_x = _transpose_product(grad, matrix, ctx.spec)
+        if top_db is not None and x.numel():
+            grad_x = _clip_cotangent(x, grad_x, top_db)
     if matrix is not None and ctx.needs_input_grad[1]:
+        if top_db is not None and x.numel():
+            x = torch.maximum(x, x.amax(dim=(-2, -1), keepdim=True) - top_db)
         grad_matrix = torch.einsum("...ot,...it->oi", grad, x)
-    return grad_x, grad_matrix, None
+    return grad_x, grad_matrix, None, None
 
 
 declare(
     "project",
-    "(Tensor x, Tensor? matrix, str spec) -> Tensor",
+    "(Tensor x, Tensor? matrix, str spec, float? top_db) -> Tensor",
     fake=_project_fake,
     kernels={"cpu": _project_cpu, "cuda": _project_cuda},
     backward=_project_backward,
@@ -310,5 +334,8 @@ declare(
 )
 
 
-def project(x, matrix, spec: str):
-    return call("project", x, matrix, spec)
+def project(x, matrix, spec: str, top_db: float | None = None):
+    """``matrix @ x`` along the feature axis (``matrix`` None: the one ``spec`` names); with
+    ``top_db``, of ``max(x, peak - top_db)``, each signal's peak over the last two axes (the
+    cepstra's clip, read by the DCT's kernel as it loads)."""
+    return call("project", x, matrix, spec, top_db)

@@ -62,6 +62,10 @@ and the torch route's fftconvolve product and unfused stft mapping, so both give
   size)``) instead. Option ``"w<n>m<m>"`` (float32): the tensor-core tile
   (:func:`_tiled_mma`), its own splits (:func:`mma_splits`) into the same partials layout;
   and
+- ``correlate_clip``: ``correlate`` (SIMT tiles) of each signal's values clipped from below
+  first, ``max(x, table_b[r] - factor)`` with torch.maximum's NaN rule (a NaN in either
+  stays): mfcc's per-signal top_db clip read into its DCT (``table_b`` each signal's peak,
+  ``factor`` top_db), so the clipped values are never stored;
 - ``partsum`` adds them up in split order: ``out[q, pad + c] = sum_s in[s, q, c]`` over
   ``count`` splits, ``rows`` frames of ``stop`` outputs.
 - ``correlate_t``: the transpose of ``correlate`` (the constant-Q adjoint), tiled too:
@@ -105,7 +109,7 @@ GATHER_PARAMS = (
 )
 
 KINDS = ("frame", "ola", "fold", "istft", "seam", "bank", "convert", "map", "value", "cmul",
-         "rowmax", "colnorm", "correlate", "correlate_t", "partsum")  # fmt: skip
+         "rowmax", "colnorm", "correlate", "correlate_clip", "correlate_t", "partsum")  # fmt: skip
 # dtype name -> storage type of the array kinds
 _ARRAY_TYPES = {"float16": "unsigned short", "bfloat16": "specux_b16", "float32": "float",
                 "float64": "double",
@@ -465,7 +469,7 @@ CORRELATE_THREADS = 128
 CORRELATE_TAPS = 32  # divides CORRELATE_THREADS: a thread stages one step of several rows
 CORRELATE_SPLIT = 256  # a multiple of CORRELATE_TAPS
 CORRELATE_LANES = (1, 2, 4, 8)  # column lanes a tile may have
-TILED_KINDS = ("correlate", "correlate_t")
+TILED_KINDS = ("correlate", "correlate_clip", "correlate_t")
 _MMA_ROWS = 16 * CORRELATE_THREADS // 32  # rows of a tensor-core tile per m: 16 a warp
 MMA_WINDOW = 32  # hop-steps a tensor-core block sums at most (its window: rows + 31 frames)
 MMA_CAPABILITY = (8, 0)  # mma.sync on tf32 and cvt.rna.tf32 (PTX): sm_80 and later
@@ -531,8 +535,25 @@ def correlate_shared_bytes(option: str, precision: str) -> int:
     return 16 * tm + (CORRELATE_TAPS * (tm + 1) + CORRELATE_TAPS * columns) * itemsize
 
 
-def _tiled_forward(tm: int) -> dict:
+def _tiled_forward(tm: int, clip: bool = False) -> dict:
+    """The forward correlation's parts; ``clip`` (kind ``correlate_clip``): each staged
+    value clipped at its signal's floor, ``table_b[r] - factor``, which a tile row keeps in
+    the slot that holds the transposed kind's block index (``rs``; unused here)."""
     split = CORRELATE_SPLIT
+    row = "rb[f] = q < n_rows ? (q / count) * sig_len + start + (q % count) * hop : -1;"
+    left = "to_real(in[rb[f] + k])"
+    setup = []
+    if clip:
+        row += ("\n        fl[f] = q < n_rows ? ((const real_t*)table_b)[q / count] - "
+                "(real_t)factor : (real_t)0;")
+        left = f"clipped({left}, fl[f])"
+        setup = [
+            "    real_t* const fl = (real_t*)((long long*)specux_shared + TM);  // floors",
+            # torch.maximum(x, floor): a NaN in either is the result
+            "    auto clipped = [](real_t v, real_t floor) -> real_t {",
+            "        return (v < floor || floor != floor) ? floor : v;",
+            "    };",
+        ]
     return {
         "setup": [
             "    const long long n_rows = rows * count, n_cols = size;",
@@ -544,11 +565,12 @@ def _tiled_forward(tm: int) -> dict:
             f"    const long long k_hi = frame_len - k_lo < {split} ? frame_len : k_lo + {split};",
             "    const storage_t* in = (const storage_t*)in_ptr;",
             "    const real_t* right = (const real_t*)table_a;",
+            *setup,
         ],
         # row f of the tile: its frame's first sample, or -1 past the frames
-        "row": "rb[f] = q < n_rows ? (q / count) * sig_len + start + (q % count) * hop : -1;",
+        "row": row,
         "step": "",
-        "left": "rb[f] >= 0 ? to_real(in[rb[f] + k]) : (real_t)0",
+        "left": f"rb[f] >= 0 ? {left} : (real_t)0",
         "right": "right[k * size + c]",
         "store": [
             "            if (splits > 1) put(&out[(split * n_rows + q) * size + c], acc[i][k]);",
@@ -813,7 +835,10 @@ def _tiled(spec: GatherSpec, barrier: str) -> str:
     lanes, n, m = correlate_tile(spec.option)
     tm, tn = correlate_frames(spec.option), lanes * n
     tk, threads = CORRELATE_TAPS, CORRELATE_THREADS
-    parts = (_tiled_forward if spec.kind == "correlate" else _tiled_transpose)(tm)
+    if spec.kind == "correlate_t":
+        parts = _tiled_transpose(tm)
+    else:
+        parts = _tiled_forward(tm, clip=spec.kind == "correlate_clip")
     return "\n".join([
         f"    const long long TM = {tm}, TN = {tn};",
         *parts["setup"],
@@ -831,7 +856,7 @@ def _tiled(spec: GatherSpec, barrier: str) -> str:
         f"    for (int i = 0; i < {m}; ++i)",
         f"        for (int k = 0; k < {n}; ++k) acc[i][k] = (real_t)0;",
         f"    {barrier}",
-        *_staged_steps(parts, tm, tn, barrier, ahead=spec.kind == "correlate"),
+        *_staged_steps(parts, tm, tn, barrier, ahead=spec.kind != "correlate_t"),
         f"        const int steps = k_hi - k0 < {tk} ? (int)(k_hi - k0) : {tk};",
         "        for (int j = 0; j < steps; ++j) {",
         f"            real_t a[{m}], b[{n}];",

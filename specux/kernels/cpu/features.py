@@ -144,6 +144,14 @@ def db(values: np.ndarray, factor: float, eps: float) -> np.ndarray:
     return out
 
 
+def clip_top_db(values: np.ndarray, top_db: float) -> np.ndarray:
+    """Per signal (leading index): ``max(S, max(S) - top_db)`` over the last two axes."""
+    if values.size == 0:
+        return values
+    peak = values.max(axis=(-2, -1), keepdims=True)
+    return np.maximum(values, peak - values.dtype.type(top_db))
+
+
 def project(x: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """``matrix @ x`` along the feature axis: ``(..., n_in, T) -> (..., n_out, T)``, as one
     product of all the frames, the result frame-major (mfcc's DCT of (8, 80, 626) float32:
