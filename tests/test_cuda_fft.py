@@ -39,16 +39,18 @@ def _check_f32(x32_gpu, ours, ref_fn, cufft):
 SMALL = list(range(1, 4097))
 
 
-@pytest.fixture(scope="module")
-def compiled_sweep():
-    """Every length is its own kernel: compile the sweeps' kernels on all cores first."""
+def _precompile(sizes):
+    """Every length is its own kernel: compile a sweep chunk's kernels on all cores first.
+    Per chunk, so that a part of the sweeps (``-k every_prime``) compiles only its own
+    lengths' kernels and fits one call of a time-limited GPU machine."""
     from specux.kernels.cuda.fft import precompile
 
-    return precompile(SMALL + _primes(5000))
+    return precompile(sizes)
 
 
 @pytest.mark.parametrize("chunk", range(0, 4096, 256))
-def test_every_size_up_to_4096_float32(chunk, compiled_sweep):
+def test_every_size_up_to_4096_float32(chunk):
+    _precompile(SMALL[chunk : chunk + 256])
     for n in SMALL[chunk : chunk + 256]:
         x = _data((3, n), seed=n).cuda()
         _check_f32(x, specux.fft(x), np.fft.fft, torch.fft.fft(x))
@@ -63,8 +65,13 @@ def _primes(limit):
     return np.nonzero(sieve)[0].tolist()
 
 
-def test_every_prime_below_5000_forward_and_inverse(compiled_sweep):
-    for p in _primes(5000):
+PRIMES = _primes(5000)
+
+
+@pytest.mark.parametrize("chunk", range(0, len(PRIMES), 168))
+def test_every_prime_below_5000_forward_and_inverse(chunk):
+    _precompile(PRIMES[chunk : chunk + 168])
+    for p in PRIMES[chunk : chunk + 168]:
         x = _data((2, p), seed=p).cuda()
         _check_f32(x, specux.fft(x), np.fft.fft, torch.fft.fft(x))
         _check_f32(x, specux.ifft(x), np.fft.ifft, torch.fft.ifft(x))
