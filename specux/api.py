@@ -160,10 +160,12 @@ def _nd_axes(call: _Call, x, s, dim, axes, default_last: int | None):
             s = (s,)
         s = tuple(_size("s", v) for v in s)
     if dim is None:
-        if s is not None:
-            count = len(s)
-        elif default_last is not None:
+        # the 2-D transforms' axes are the last two whatever s holds (numpy and torch raise
+        # for an s of another length too); the N-D ones take the last len(s)
+        if default_last is not None:
             count = default_last
+        elif s is not None:
+            count = len(s)
         else:
             count = call.ndim
         if count > call.ndim:

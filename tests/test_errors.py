@@ -633,3 +633,25 @@ def test_librosa_preset_signals_and_spectrograms_are_checked(bad):
     if not isinstance(bad, list):  # librosa's dB conversions take array-likes
         for name in ("power_to_db", "amplitude_to_db"):
             _raises(TypeError, r"^S must be a numeric array", getattr(sl, name), bad)
+
+
+@pytest.mark.parametrize("fn", ["fft2", "ifft2", "rfft2", "irfft2"])
+def test_2d_transform_sizes_must_match_its_two_axes(fn, x):
+    """fft2 and its kin transform the last two axes whatever ``s`` holds: an ``s`` of one
+    entry raises (as numpy's and torch's do) instead of transforming the last axis alone."""
+    _raises(ValueError, r"s=\(4,\) and dim=\(0, 1\) must have the same length",
+            getattr(specux, fn), x, s=(4,))  # fmt: skip
+    assert getattr(specux, fn)(x, s=(2, 8)).shape[0] == 2
+
+
+@pytest.mark.parametrize("value", ["False", 1, None])
+def test_htk_and_base_c_are_booleans(value, x):
+    """htk / base_c are checked like the other flags (``htk="False"`` once meant HTK)."""
+    _raises(specux.ParameterError, "htk", specux.melspectrogram, x, sr=16000, n_fft=N_FFT,
+            htk=value)  # fmt: skip
+    _raises(specux.ParameterError, "htk", specux.filters.mel, sr=16000, n_fft=N_FFT, htk=value)
+    _raises(specux.ParameterError, "htk", specux.filters.hz_to_mel, 440.0, htk=value)
+    _raises(specux.ParameterError, "htk", specux.filters.mel_to_hz, 10.0, htk=value)
+    _raises(specux.ParameterError, "base_c", specux.chroma, x, sr=16000, n_fft=N_FFT,
+            base_c=value)  # fmt: skip
+    _raises(specux.ParameterError, "base_c", specux.filters.cq_to_chroma, 84, base_c=value)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from specux.meta.params import PARAMETRIC_WINDOWS, as_float, as_int, window_spec
+from specux.meta.params import PARAMETRIC_WINDOWS, as_bool, as_float, as_int, window_spec
 from specux.meta.windows import named_window
 
 __all__ = [
@@ -211,7 +211,7 @@ def hz_to_mel(frequencies: npt.ArrayLike, htk: bool = False) -> np.float64 | np.
         Mels, float64, a scalar for scalar input, otherwise an array of the input shape.
     """
     f = np.asarray(frequencies, dtype=np.float64)
-    if htk:
+    if as_bool("htk", htk):
         return _scalar_or_array(2595.0 * np.log10(1.0 + f / 700.0))
     mels = f / _MEL_F_SP
     log_region = f >= _MEL_MIN_LOG_HZ
@@ -237,7 +237,7 @@ def mel_to_hz(mels: npt.ArrayLike, htk: bool = False) -> np.float64 | np.ndarray
         Frequencies in Hz, float64, scalar for scalar input, otherwise the input shape.
     """
     m = np.asarray(mels, dtype=np.float64)
-    if htk:
+    if as_bool("htk", htk):
         return _scalar_or_array(700.0 * (10.0 ** (m / 2595.0) - 1.0))
     freqs = _MEL_F_SP * m
     log_region = m >= _MEL_MIN_LOG_MEL
@@ -300,7 +300,8 @@ def mel_params(
     n_fft_ = _int_param("n_fft", n_fft, 1)
     n_mels_ = _int_param("n_mels", n_mels, 1)
     fmin_, fmax_ = _band_params(sr_, fmin, fmax)
-    return sr_, n_fft_, n_mels_, fmin_, fmax_, bool(htk), _norm_param(norm, allow_slaney=True)
+    return (sr_, n_fft_, n_mels_, fmin_, fmax_, as_bool("htk", htk),
+            _norm_param(norm, allow_slaney=True))
 
 
 def mel(
@@ -652,7 +653,7 @@ def chroma_params(sr, n_fft, n_chroma, tuning, ctroct, octwidth, norm, base_c) -
     ctroct_ = _real_param("ctroct", ctroct)
     octwidth_ = None if octwidth is None else _positive_param("octwidth", octwidth)
     norm_ = _norm_param(norm, allow_slaney=False)
-    return sr_, n_fft_, n_chroma_, tuning_, ctroct_, octwidth_, norm_, bool(base_c)
+    return sr_, n_fft_, n_chroma_, tuning_, ctroct_, octwidth_, norm_, as_bool("base_c", base_c)
 
 
 # --------------------------------------------------------------------------------------
@@ -1083,5 +1084,6 @@ def cq_to_chroma(
             f"bins_per_octave={bins_per_octave} must be a multiple of n_chroma={n_chroma}"
         )
     fmin_ = _C1_HZ if fmin is None else _positive_param("fmin", fmin)
-    out = _cq_to_chroma_cached(n_input, bins_per_octave, n_chroma, fmin_, bool(base_c))
+    out = _cq_to_chroma_cached(n_input, bins_per_octave, n_chroma, fmin_,
+                               as_bool("base_c", base_c))
     return out if np.dtype(dtype) == _F64 else _frozen_cast(out, np.dtype(dtype))
