@@ -31,6 +31,7 @@ from specux.meta import filters
 from specux.meta.filters import hz_to_mel, mel_to_hz
 from specux.meta.windows import get_window
 from specux.options import deterministic, is_deterministic
+from specux.plans import Plan, autotune, plan
 from specux.twins import CQT, ISTFT, LFCC, MFCC, STFT, VQT, Chroma, FFTConvolve, MelSpectrogram
 
 
@@ -83,6 +84,9 @@ __all__ = [
     "irfftn",
     "is_deterministic",
     "istft",
+    "plan",
+    "Plan",
+    "autotune",
     "rfft",
     "rfft2",
     "rfftn",
