@@ -35,9 +35,9 @@ _NOT_BUILT = (
 def _transform(op: str | Callable) -> tuple[str, Callable]:
     import specux
 
-    by_function = {getattr(specux, name): name for name in _TRANSFORMS}
-    if callable(op) and op in by_function:
-        return by_function[op], op
+    for name in _TRANSFORMS:
+        if op is getattr(specux, name):
+            return name, op
     if isinstance(op, str) and op in _TRANSFORMS:
         return op, getattr(specux, op)
     raise ValueError(f"op={op!r} is not a specux transform: one of {_TRANSFORMS} (a name or the "
