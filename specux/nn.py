@@ -440,12 +440,34 @@ class Chroma(_Banded):
 
 
 class FFTConvolve(_Module):
-    """:func:`specux.fftconvolve` as a module: ``FFTConvolve(mode="same")(x, y)``."""
+    """:func:`specux.fftconvolve` as a module: ``FFTConvolve(mode="same")(x, y)``; with a real
+    kernel bound, ``FFTConvolve(h, mode="same")(x)`` (or ``y=h``): buffer ``kernel``, in the
+    input's dtype when called, as the other modules' filters."""
 
     twin_class = twins.FFTConvolve
 
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self.twin(x, y)
+    def __init__(self, *args: Any, device: Any = None, dtype: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, device=device, dtype=dtype, **kwargs)
+        kernel = self.twin.given.get("y")
+        if kernel is not None:
+            if kernel.dtype.is_complex if isinstance(kernel, torch.Tensor) else (
+                    np.iscomplexobj(kernel)):  # fmt: skip
+                raise TypeError("specux.nn.FFTConvolve binds real kernels (a float buffer); "
+                                "pass a complex kernel to forward(x, y) instead")  # fmt: skip
+            self._register("kernel", kernel)
+            self._conv_params = {k: v for k, v in self.twin.given.items() if k != "y"}
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+        kernel = self._buffers.get("kernel")
+        if kernel is None:
+            if y is None:
+                raise TypeError("FFTConvolve.forward(x, y): the kernel y is missing (or bind "
+                                "one at construction: FFTConvolve(h))")  # fmt: skip
+            return self.twin(x, y)
+        if y is not None:
+            raise TypeError("this FFTConvolve holds its kernel (buffer 'kernel'): call it with "
+                            "x alone")  # fmt: skip
+        return specux.fftconvolve(x, _like(kernel, x, "kernel"), **self._conv_params)
 
 
 class _Through(_Module):

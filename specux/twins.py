@@ -226,17 +226,34 @@ class Chroma(Twin):
 
 
 class FFTConvolve(Twin):
-    """:func:`specux.fftconvolve` with ``mode`` and ``dim`` bound: ``FFTConvolve("same")(x, y)``."""
+    """:func:`specux.fftconvolve` with its parameters bound: ``FFTConvolve("same")(x, y)``
+    binds ``mode`` (and ``dim``); with the kernel given too, ``FFTConvolve(h, mode="same")``
+    or ``FFTConvolve(y=h)``, it is called with the signal alone, ``(x)``, like the other
+    twins (an array first argument is the kernel, a string the mode)."""
 
     function_name = "fftconvolve"
     arrays = ("x", "y")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kernel = kwargs.pop("y", _NOT_GIVEN)
+        if kernel is _NOT_GIVEN and args and not isinstance(args[0], str):
+            try:
+                library_of(args[0])
+            except TypeError:
+                pass
+            else:  # the kernel, given positionally
+                kernel, args = args[0], args[1:]
+        if kernel is not _NOT_GIVEN:
+            self.arrays = ("x",)  # y is a bound parameter: calls take the signal alone
+            args = (kernel, *args)  # bound in y's place, before mode and dim
+        super().__init__(*args, **kwargs)
 
     def probe(self, like: Any) -> tuple[Any, ...]:
         dim = self._params.get("dim", -1)
         ndim = 1
         if isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
             ndim = max(1, dim + 1 if dim >= 0 else -dim)
-        return (_zeros((1,) * ndim, like), _zeros((1,) * ndim, like))
+        return tuple(_zeros((1,) * ndim, like) for _ in self.arrays)
 
 
 class _ConstantQ(Twin):

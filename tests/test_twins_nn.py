@@ -69,6 +69,22 @@ def test_twin_istft_and_fftconvolve_equal_functions():
         conv(x)
 
 
+def test_twin_fftconvolve_binds_its_kernel():
+    """With the kernel given (first positionally as an array, or y=) the twin is called with
+    the signal alone, as API.md's twins are; a string first argument is still the mode."""
+    x, h = _signal((2, 300)), _signal((17,), seed=2)
+    ref = specux.fftconvolve(x, h, "same")
+    for conv in (twins.FFTConvolve(h, "same"), twins.FFTConvolve(h, mode="same"),
+                 twins.FFTConvolve("same", y=h), twins.FFTConvolve(y=h, mode="same")):
+        assert conv.given["y"] is h and conv.given["mode"] == "same"
+        np.testing.assert_array_equal(conv(x), ref)
+        with pytest.raises(TypeError, match=r"called with \(x\), got 2"):
+            conv(x, h)
+    assert repr(twins.FFTConvolve(h)) == "FFTConvolve(y=<numpy float64 array (17,)>)"
+    with pytest.raises(ValueError, match="mode='bogus'"):
+        twins.FFTConvolve(h, "bogus")
+
+
 def test_twin_positional_parameters_repr_and_params():
     a, b = twins.STFT(512, 128), twins.STFT(n_fft=512, hop_length=128)
     x = _signal((1000,))
@@ -225,6 +241,27 @@ def test_module_stft_istft_fftconvolve_equal_functions():
     window = torch.rand(200, dtype=torch.float64) + 0.5
     stft = nn.STFT(n_fft=256, win_length=200, window=window, dtype=torch.float64)
     torch.testing.assert_close(stft(x), specux.stft(x, 256, win_length=200, window=window))
+
+
+def test_module_fftconvolve_holds_a_bound_kernel():
+    """nn.FFTConvolve(h): the kernel is buffer ``kernel`` (state_dict, .to(dtype)), forward
+    takes the signal alone; unbound, forward needs y; complex kernels are not buffers."""
+    x = torch.from_numpy(_signal((2, 500)))
+    h = _signal((33,), seed=4)
+    conv = nn.FFTConvolve(h, mode="same", dtype=torch.float64)
+    assert list(conv.state_dict()) == ["kernel"]
+    torch.testing.assert_close(conv(x), specux.fftconvolve(x, torch.from_numpy(h), "same"),
+                               rtol=0, atol=0)  # fmt: skip
+    other = nn.FFTConvolve(np.zeros(33), mode="same", dtype=torch.float64)
+    other.load_state_dict(conv.state_dict())
+    torch.testing.assert_close(other(x), conv(x), rtol=0, atol=0)
+    assert conv.float()(x.float()).dtype == torch.float32
+    with pytest.raises(TypeError, match="call it with x alone"):
+        conv(x, x)
+    with pytest.raises(TypeError, match="the kernel y is missing"):
+        nn.FFTConvolve(mode="same")(x)
+    with pytest.raises(TypeError, match="binds real kernels"):
+        nn.FFTConvolve(h.astype(np.complex128))
 
 
 # ---------------------------------------------------------------------------------------------
