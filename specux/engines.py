@@ -205,10 +205,7 @@ class TorchEngine:
 
     @staticmethod
     def clip_top_db(values, top_db: float):
-        if values.numel() == 0:
-            return values
-        peak = values.amax(dim=(-2, -1), keepdim=True)
-        return _torch.maximum(values, peak - top_db)
+        return _torch_ops.features.clip_top_db(values, top_db)
 
     @staticmethod
     def normalize(values, norm: float, axis: int):

@@ -455,7 +455,6 @@ class FFTConvolve(_Module):
                 raise TypeError("specux.nn.FFTConvolve binds real kernels (a float buffer); "
                                 "pass a complex kernel to forward(x, y) instead")  # fmt: skip
             self._register("kernel", kernel)
-            self._conv_params = {k: v for k, v in self.twin.given.items() if k != "y"}
 
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
         kernel = self._buffers.get("kernel")
@@ -467,7 +466,9 @@ class FFTConvolve(_Module):
         if y is not None:
             raise TypeError("this FFTConvolve holds its kernel (buffer 'kernel'): call it with "
                             "x alone")  # fmt: skip
-        return specux.fftconvolve(x, _like(kernel, x, "kernel"), **self._conv_params)
+        params = self.twin.given  # a copy: the bound kernel is the buffer, not the twin's y
+        del params["y"]
+        return specux.fftconvolve(x, _like(kernel, x, "kernel"), **params)
 
 
 class _Through(_Module):

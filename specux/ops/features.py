@@ -277,6 +277,8 @@ def _project_cpu(x, matrix, spec, top_db):
 def _project_cuda(x, matrix, spec, top_db):
     from specux.kernels.cuda import transforms
 
+    if top_db is not None and not transforms.projects_clipped(x, matrix, spec):
+        x, top_db = clip_top_db(x, top_db), None  # the gather route reads a clipped copy
     return transforms.project(x, matrix, spec, top_db)
 
 
@@ -291,6 +293,14 @@ def _transpose_product(grad, matrix, spec: str):
     if matrix is not None:
         return project(grad, matrix.transpose(0, 1), "")
     return project(grad, None, matrices.transposed_key(spec))
+
+
+def clip_top_db(values, top_db: float):
+    """Per signal (leading index): ``max(S, max(S) - top_db)`` over the last two axes (the
+    torch engine's clip, and the project op's where its kernel does not clip)."""
+    if values.numel() == 0:
+        return values
+    return torch.maximum(values, values.amax(dim=(-2, -1), keepdim=True) - top_db)
 
 
 def _clip_cotangent(x, grad, top_db: float):
@@ -318,8 +328,8 @@ def _project_backward(ctx, grad):
         if top_db is not None and x.numel():
             grad_x = _clip_cotangent(x, grad_x, top_db)
     if matrix is not None and ctx.needs_input_grad[1]:
-        if top_db is not None and x.numel():
-            x = torch.maximum(x, x.amax(dim=(-2, -1), keepdim=True) - top_db)
+        if top_db is not None:
+            x = clip_top_db(x, top_db)
         grad_matrix = torch.einsum("...ot,...it->oi", grad, x)
     return grad_x, grad_matrix, None, None
 

@@ -487,6 +487,18 @@ def cqt_adjoint(grad: torch.Tensor, spec: ConstantQSpec, pad_mode: str, length: 
     return folded.reshape(*batch, length)
 
 
+def _dense_named(matrix: torch.Tensor | None, spec: str, precision: str) -> bool:
+    return matrix is None and transform_exec.named_dense(spec, precision)
+
+
+def projects_clipped(x: torch.Tensor, matrix: torch.Tensor | None, spec: str) -> bool:
+    """Whether :func:`project` takes ``top_db`` for ``x`` (its kernel clips as it reads:
+    transform_exec.projects_clipped); otherwise the caller clips first."""
+    storage, precision = _storage(x)
+    return transform_exec.projects_clipped(_dense_named(matrix, spec, precision), x.shape[-2],
+                                           storage, precision)  # fmt: skip
+
+
 def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str,
             top_db: float | None = None) -> torch.Tensor:  # fmt: skip
     """``matrix @ x`` along the feature axis (DCT, chroma folds, a filterbank's transpose in
@@ -494,24 +506,19 @@ def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str,
     once, kept on the device). One kernel over every frame (the features arrive
     frame-major; :func:`transform_exec.project`: the tiled correlation for a dense named
     matrix, else the gather): no cuBLAS, so it is deterministic with no workspace setting;
-    the result is frame-major too (the op's layout: a transposed view). With ``top_db``,
-    ``matrix @ max(x, peak - top_db)`` for each signal's peak over its last two axes (mfcc's
-    clip): the tiled correlation clips as it reads (one amax kernel before it), the gather
-    reads a clipped copy."""
+    the result is frame-major too (the op's layout: a transposed view). With ``top_db``
+    (:func:`projects_clipped` must hold), ``matrix @ max(x, peak - top_db)`` for each
+    signal's peak over its last two axes (mfcc's clip): one amax kernel, then the tiled
+    correlation clips as it reads."""
     storage, precision = _storage(x)
     backend = TorchCudaBackend(x.device)
     n_in = x.shape[-2]
     bands, weights, n_out = _bands(backend, matrix, spec, precision, n_in, "x")
-    dense = matrix is None and transform_exec.named_dense(spec, precision)
-    peaks = None
-    if top_db is not None and x.numel():
-        peaks = x.amax(dim=(-2, -1))
-        if not transform_exec.projects_clipped(dense, n_in, storage, precision):
-            x, peaks = torch.maximum(x, peaks[..., None, None] - top_db), None
+    dense = _dense_named(matrix, spec, precision)
+    # the peaks are in the precision: the clipping route stores x in it
+    peaks = x.amax(dim=(-2, -1)).reshape(-1) if top_db is not None and x.numel() else None
     rows = x.transpose(-1, -2).contiguous()  # (..., T, n_in): no copy when frame-major
     out = torch.empty((*rows.shape[:-1], n_out), dtype=x.dtype, device=x.device)
-    if peaks is not None:
-        peaks = peaks.to(_dtype(precision)).reshape(-1)
     transform_exec.project(backend, rows, out, bands, weights,
                            rows=out.numel() // max(n_out, 1), n_in=n_in, n_out=n_out,
                            storage=storage, precision=precision, dense=dense,
