@@ -45,6 +45,19 @@ def clear_cache() -> None:
 if _torch_module() is not None:
     import specux.ops  # noqa: F401 - registers torch.ops.specux.*
 
+
+def __getattr__(name: str):
+    """``specux.nn`` on first use: it needs torch, and ``import specux`` must not."""
+    if name == "nn":
+        if _torch_module() is None:
+            raise AttributeError("specux.nn holds torch.nn.Module versions of the transforms "
+                                 "and needs torch, which is not installed (the functions "
+                                 "and twins work without it)")  # fmt: skip
+        import importlib
+
+        return importlib.import_module("specux.nn")
+    raise AttributeError(f"module 'specux' has no attribute {name!r}")
+
 __all__ = [
     "ISTFT",
     "LFCC",

@@ -457,6 +457,13 @@ def test_import_without_torch(tmp_path):
         assert np.max(np.abs(y - x)) < 1e-9
         assert specux.rfft(x).shape == (2, 2001)
         assert specux.is_deterministic() in (True, False)
+        try:
+            specux.nn
+        except AttributeError as error:  # names what it needs
+            assert "needs torch" in str(error), error
+        else:
+            raise AssertionError("specux.nn without torch")
+        assert not hasattr(specux, "nn") and not hasattr(specux, "no_such_name")
         assert "torch" not in sys.modules
         print("OK")
         """

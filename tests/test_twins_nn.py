@@ -159,6 +159,23 @@ def test_constant_q_twins_when_available(name):
 # nn modules: numbers
 
 
+def test_nn_is_an_attribute_of_specux_without_its_own_import():
+    # API.md names ``specux.nn``: ``import specux`` alone must reach it (loaded on first use)
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    code = ("import sys, specux; assert 'specux.nn' not in sys.modules; "
+            "m = specux.nn.MelSpectrogram(sr=16000, n_fft=512); "
+            "assert type(m).__module__ == 'specux.nn'; from specux import nn; "
+            "assert nn is specux.nn and 'specux.nn' in sys.modules; print('OK')")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=300)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "OK", done.stderr
+
+
 def _module(name, kwargs, **factory):
     return getattr(nn, name)(**kwargs, **factory)
 
