@@ -458,4 +458,11 @@ def fftconvolve(x: Any, y: Any, mode: str = "full", dim: int = -1, *, backend: s
     total = length_x + length_y - 1
     keep = {"full": total, "same": length_x, "valid": abs(length_x - length_y) + 1}[mode]
     out = call.engine.narrow(full, -1, (total - keep) // 2, keep)
-    return call.finish(call.engine.moveaxis(out, -1, dim if dim >= 0 else ndim + dim))
+    out = call.engine.moveaxis(out, -1, dim if dim >= 0 else ndim + dim)
+    # stored back in a half type (float16 / bfloat16 / complex32) only when both inputs have
+    # it, half and complex half giving complex half (torch's promotion); mixed with a wider
+    # operand, the promoted compute dtype, as torch and numpy promote
+    a, b = call.input_dtype, other.input_dtype
+    if a == b or {a, b} == {"float16", "complex32"}:
+        return (other if b == "complex32" else call).finish(out)
+    return out

@@ -693,6 +693,11 @@ def test_fftconvolve_float32_within_scipy_error(rng, lx, ly, mode):
     assert rel_l2(got, ref) <= float32_bound(rel_l2(scipy32, ref))
     mixed = specux.fftconvolve(x, y.astype(np.float64), mode)
     assert mixed.dtype == np.float64  # result_type(float32, float64)
+    for a, b in [(x.astype(np.float16), y.astype(np.float64)),
+                 (x.astype(np.float64), y.astype(np.float16))]:  # fmt: skip
+        assert specux.fftconvolve(a, b, mode).dtype == np.float64  # as scipy's
+    assert specux.fftconvolve(x.astype(np.float16), y.astype(np.float16), mode).dtype == (
+        np.float16)  # storage kept
 
 
 # CPU overlap-save (kernels.cpu.conv._overlap_save): outputs of at least 16384 samples and
@@ -851,6 +856,16 @@ def test_fftconvolve_torch(rng, mode):
     x32 = torch.from_numpy(x.astype(np.float32))
     assert specux.fftconvolve(x32, x32[0], mode).dtype == torch.float32
     assert specux.fftconvolve(x32, torch.from_numpy(x[0]), mode).dtype == torch.float64
+    # half types are kept only when both operands have them; mixed, torch's promotion (the
+    # result's dtype once took x's half type alone, whatever y was)
+    half, h = x32.half(), x32[0].half()
+    others = [h, h.bfloat16(), x32[0], torch.from_numpy(x[0]), torch.from_numpy(y[0])]
+    for a, b in [(half, o) for o in others] + [(o, half) for o in others]:
+        got = specux.fftconvolve(a, b, mode)
+        assert got.dtype == torch.promote_types(a.dtype, b.dtype), (a.dtype, b.dtype)
+        if got.dtype == torch.float64:  # the half operand's values, exactly widened
+            want = scipy_conv(a.double().numpy(), b.double().numpy(), mode)
+            assert rel_l2(got.numpy(), want) <= F64
     a, b = _signal(rng, (17, 3, 2)), _signal(rng, (5, 1, 2))
     got = specux.fftconvolve(torch.from_numpy(a), torch.from_numpy(b), mode, dim=0)
     assert rel_l2(got.numpy(), scipy_conv(a, b, mode, 0)) <= F64
