@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from specux.compat.arrays import dtype_name, library_of
-from specux.meta.params import backend_name
+from specux.meta.params import as_int, backend_name
 
 __all__ = ["Twin", "STFT", "ISTFT", "MelSpectrogram", "MFCC", "LFCC", "Chroma", "FFTConvolve"]
 
@@ -118,13 +118,18 @@ class Twin:
     # -- construction-time check ---------------------------------------------------------------
 
     def _check(self) -> None:
-        kwargs = dict(self._given)
+        kwargs = self.probe_parameters(dict(self._given))
         if "backend" in kwargs:
             # The probe runs on the host; the backend is checked by name and applied per call.
             backend_name(kwargs.pop("backend"))
         like = self._array_parameter()
         with _no_grad():
             self._function(*self.probe(like), **kwargs)
+
+    def probe_parameters(self, given: dict[str, Any]) -> dict[str, Any]:
+        """The parameters the probe runs with (all of them, unless a subclass checks one
+        another way)."""
+        return given
 
     def _array_parameter(self) -> Any:
         for value in self._given.values():
@@ -185,12 +190,23 @@ class ISTFT(Twin):
             kwargs["length"] = length
         return self._function(S, **kwargs)
 
+    def probe_parameters(self, given: dict[str, Any]) -> dict[str, Any]:
+        # ``length`` reaches past the probe's one frame: checked here as istft checks it,
+        # not run (the frames a call's S holds decide whether its envelope covers length)
+        length = given.pop("length", None)
+        if length is not None:
+            as_int("length", length, minimum=0)
+        return given
+
     def probe(self, like: Any) -> tuple[Any, ...]:
         # One frame: enough to run every parameter check, while the NOLA test (which depends
         # on how many frames overlap) stays with the call.
         onesided = self._params.get("onesided", True)
         onesided = onesided if isinstance(onesided, (bool, np.bool_)) else True
         n_fft, win_length = self._params.get("n_fft"), self._params.get("win_length")
+        window = self._params.get("window")
+        if win_length is None and getattr(window, "ndim", None) == 1:
+            win_length = int(window.shape[0])  # a window array's length is win_length
         if n_fft is None:
             # istft derives n_fft from S: make it just long enough for win_length.
             n_fft = win_length if _valid_int(win_length) else 2

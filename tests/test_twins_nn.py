@@ -69,6 +69,28 @@ def test_twin_istft_and_fftconvolve_equal_functions():
         conv(x)
 
 
+@pytest.mark.parametrize("module", [False, True])
+def test_istft_twin_takes_what_istft_takes(module):
+    # a window array without n_fft (its length is win_length), and a length reaching past the
+    # probe's one frame with win_length < n_fft: both raised at construction
+    x = _signal((2, 2000))
+    window = np.hanning(64)
+    S = specux.stft(x, 64, 16, window=window)
+    S2 = specux.stft(x, 64, 8, win_length=32)
+    if module:
+        t = torch.from_numpy
+        got = nn.ISTFT(hop_length=16, window=t(window), dtype=torch.float64)(t(S)).numpy()
+        got2 = nn.ISTFT(n_fft=64, win_length=32, hop_length=8, length=2000,
+                        dtype=torch.float64)(t(S2)).numpy()  # fmt: skip
+    else:
+        got = twins.ISTFT(hop_length=16, window=window)(S)
+        got2 = twins.ISTFT(n_fft=64, win_length=32, hop_length=8, length=2000)(S2)
+    np.testing.assert_array_equal(got, specux.istft(S, hop_length=16, window=window))
+    np.testing.assert_array_equal(got2, specux.istft(S2, 64, 8, win_length=32, length=2000))
+    with pytest.raises(ValueError, match="length=-1"):
+        twins.ISTFT(n_fft=64, length=-1)
+
+
 def test_twin_fftconvolve_binds_its_kernel():
     """With the kernel given (first positionally as an array, or y=) the twin is called with
     the signal alone, as API.md's twins are; a string first argument is still the mode."""
