@@ -5,6 +5,7 @@ Time is the last axis; leading axes are kept. See docs/api.md for the full contr
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from specux import routing
@@ -153,12 +154,15 @@ def hfft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
     return _irfft(x, n, dim, norm, backend, axis, conjugate=True, swap=True)
 
 
-def _nd_axes(call: _Call, x, s, dim, axes, default_last: int | None):
+def _nd_axes(call: _Call, x, s, dim, axes, default_last: int | None, name: str):
+    """(dims, sizes or None) of an n-D transform ``name``: an ``s`` entry of -1 keeps the
+    axis's size (numpy and torch), or on a c2r transform's last axis gives its default
+    output length 2 (m - 1) (torch; numpy takes m there); ``s`` and ``dim`` may be any 1-D
+    sequence of integers."""
     dim = _pick_alias("dim", dim, "axes", axes, None)
     if s is not None:
-        if not isinstance(s, (tuple, list)):
-            s = (s,)
-        s = tuple(_size("s", v) for v in s)
+        s = tuple(s) if _is_sequence(s) else (s,)
+        s = tuple(v if _is_minus_one(v) else _size("s", v) for v in s)
     if dim is None:
         # the 2-D transforms' axes are the last two whatever s holds (numpy and torch raise
         # for an s of another length too); the N-D ones take the last len(s)
@@ -177,19 +181,42 @@ def _nd_axes(call: _Call, x, s, dim, axes, default_last: int | None):
             )
         dims = tuple(range(call.ndim - count, call.ndim))
     else:
-        dims = params.axes("dim", dim, call.ndim)
+        dims = params.axes("dim", tuple(dim) if _is_sequence(dim) else dim, call.ndim)
     if s is not None and len(s) != len(dims):
         raise ValueError(f"s={s} and dim={tuple(dims)} must have the same length")
-    if not dims:
-        raise ValueError("dim must name at least one axis")
+    if s is not None:  # -1: the input's size, the c2r output's default on its last axis
+        kept = [x.shape[d] for d in dims]
+        if name in ("irfftn", "irfft2") and kept:
+            kept[-1] = 2 * (kept[-1] - 1)
+        s = tuple(k if _is_minus_one(v) else v for k, v in zip(kept, s))
+    if not dims and name not in ("fftn", "ifftn"):
+        raise ValueError(f"{name} must transform at least one axis (dim names none, or x is "
+                         "0-d)")  # fmt: skip
     return dims, s
+
+
+def _is_sequence(value: Any) -> bool:
+    """A tuple, a list, or a 1-D array / tensor of integers (numpy accepts those for s)."""
+    return isinstance(value, (tuple, list)) or getattr(value, "ndim", None) == 1
+
+
+def _is_minus_one(value: Any) -> bool:
+    """An ``s`` entry of -1: the axis keeps its size."""
+    if isinstance(value, bool):
+        return False
+    try:
+        return operator.index(value) == -1
+    except TypeError:
+        return False
 
 
 def _fftn(x, s, dim, axes, norm, backend, forward: bool, default_last: int | None):
     call = _Call(x, backend)
-    dims, s = _nd_axes(call, x, s, dim, axes, default_last)
+    dims, s = _nd_axes(call, x, s, dim, axes, default_last, "fftn" if forward else "ifftn")
     norm = params.norm_name(norm)
     z = call.engine.cast(x, call.complex_compute())
+    if not dims:  # no axis to transform (x 0-d, or dim=()): a complex copy, as torch.fft
+        return call.finish(z.clone() if hasattr(z, "clone") else z.copy())
     sizes = s if s is not None else tuple(x.shape[d] for d in dims)
     for d, size in zip(dims, sizes):
         if size == 0:
@@ -224,8 +251,9 @@ def ifft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
 
 def _rfftn(x, s, dim, axes, norm, backend, default_last: int | None):
     call = _Call(x, backend)
-    _real_input(call, "rfftn")
-    dims, s = _nd_axes(call, x, s, dim, axes, default_last)
+    name = "rfft2" if default_last == 2 else "rfftn"
+    _real_input(call, name)
+    dims, s = _nd_axes(call, x, s, dim, axes, default_last, name)
     norm = params.norm_name(norm)
     r = call.engine.cast(x, call.compute)
     sizes = s if s is not None else tuple(x.shape[d] for d in dims)
@@ -250,10 +278,14 @@ def rfft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
 
 def _irfftn(x, s, dim, axes, norm, backend, default_last: int | None):
     call = _Call(x, backend)
-    dims, s = _nd_axes(call, x, s, dim, axes, default_last)
+    name = "irfft2" if default_last == 2 else "irfftn"
+    dims, s = _nd_axes(call, x, s, dim, axes, default_last, name)
     norm = params.norm_name(norm)
     if s is None:
         s = tuple(x.shape[d] for d in dims[:-1]) + (2 * (x.shape[dims[-1]] - 1),)
+    for d, size in zip(dims[:-1], s[:-1]):
+        if size == 0:
+            raise ValueError(f"axis {d} is empty: every transformed axis needs >= 1 point")
     if s[-1] < 1:
         raise ValueError(
             f"the last axis would have {s[-1]} output samples: pass s with a positive size"

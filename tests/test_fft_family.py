@@ -404,6 +404,51 @@ def test_nd_bad_s_and_dim(fn, rng):
             f(x, s=(2, 2, 2, 2))  # more entries than dimensions
 
 
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("fn", list(FNND) + list(FN2D))
+def test_nd_s_entries_of_minus_one_and_array_arguments(fn, lib, rng):
+    # an s entry of -1 keeps the axis's size (numpy and torch), or on a c2r transform's last
+    # axis its default length 2 (m - 1) (torch; numpy would take m); s and dim may be arrays
+    x = make(rng, (3, 8, 6), ALL_FNS[fn][0], 64)
+    f, ref = getattr(specux, fn), getattr(np.fft, fn)
+    kept = 2 * (x.shape[1] - 1) if fn in C2R else x.shape[1]
+    got = to_np(f(to_lib(x, lib), s=(5, -1), dim=(2, 1)))
+    assert rel_l2(got, ref(x, s=(5, kept), axes=(2, 1))) <= TOLERANCES["float64"]
+    got = to_np(f(to_lib(x, lib), s=(-1, 5), dim=(2, 1)))
+    assert rel_l2(got, ref(x, s=(x.shape[2], 5), axes=(2, 1))) <= TOLERANCES["float64"]
+    got = to_np(f(to_lib(x, lib), s=np.array([4, 5]), dim=np.array([0, 2])))
+    assert rel_l2(got, ref(x, s=(4, 5), axes=(0, 2))) <= TOLERANCES["float64"]
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_nd_transforms_of_no_axis(lib):
+    # fftn / ifftn of a 0-d array or over dim=() are complex copies (torch.fft); the real
+    # transforms need an axis and say so
+    for fn in ("fftn", "ifftn"):
+        scalar = torch.tensor(2.5, dtype=torch.float64) if lib == "torch" else np.array(2.5)
+        got = getattr(specux, fn)(scalar)
+        assert tuple(got.shape) == () and complex(to_np(got)) == 2.5
+        x = to_lib(np.arange(6.0).reshape(2, 3), lib)
+        got = getattr(specux, fn)(x, dim=())
+        assert to_np(got).dtype == np.complex128 and np.array_equal(to_np(got), to_np(x))
+    for fn in ("rfftn", "irfftn"):
+        with pytest.raises(ValueError, match=f"{fn} must transform at least one axis"):
+            getattr(specux, fn)(torch.tensor(2.5) if lib == "torch" else np.array(2.5))
+
+
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("fn", ["irfftn", "irfft2"])
+def test_c2r_nd_empty_axis_raises(fn, lib):
+    # an empty transformed axis other than the last (numpy and torch raise; it returned zeros)
+    with pytest.raises(ValueError, match="axis 0 is empty"):
+        getattr(specux, fn)(to_lib(np.zeros((0, 5), np.complex128), lib))
+
+
+def test_rfft2_of_complex_input_names_rfft2():
+    with pytest.raises(TypeError, match="rfft2 takes a real input"):
+        specux.rfft2(np.ones((2, 2), np.complex128))
+
+
 # ---------------------------------------------------------------------------------------------
 # float16 / bfloat16 storage
 
@@ -695,8 +740,9 @@ def test_empty_transform_axis_with_n_zero_pads(fn, lib):
     check(out, fn, x, lib, {"n": 8})  # numpy zero-pads an empty axis when n is given
 
 
-@pytest.mark.parametrize("fn", list(ALL_FNS))
+@pytest.mark.parametrize("fn", [fn for fn in ALL_FNS if fn not in ("fftn", "ifftn")])
 def test_zero_dim_input(fn):
+    # (fftn / ifftn of a 0-d array are complex copies: test_nd_transforms_of_no_axis)
     dtype = np.complex128 if ALL_FNS[fn][0] == "complex" else np.float64
     with pytest.raises(ValueError):
         getattr(specux, fn)(np.ones((), dtype))
