@@ -88,6 +88,53 @@ def test_large_batches_split_over_the_pool_and_nested_calls(provider, norm, rng)
         assert rel_l2(nested, expected) <= TOLERANCES["float64"]
 
 
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+@pytest.mark.parametrize("n", [8318, 11000])
+def test_single_transforms_and_one_row_blocks(provider, precision, n, rng):
+    # oneMKL's single transforms were off by up to 6 % of the peak (float32 c2r of even
+    # lengths from about 8200 up): one row alone, a (n, 1) column over axis 0, a batch whose
+    # pool split could leave a block of one row, and the one-row forward_into
+    real = np.dtype(precision)
+    x = rng.standard_normal((3, n * 8)).astype(real)[:, ::8]  # strided rows
+    half = np.fft.rfft(x.astype(np.float64))
+    z = (half[:, :-1] + 1j * rng.standard_normal(half[:, :-1].shape))
+    zc = z.astype(cpu_fft.complex_dtype(real))
+    hc = half.astype(zc.dtype)
+    f32 = precision == "float32"
+
+    def check(actual, expected64, expected32):
+        _check(actual, expected64, expected32 if f32 else None)
+
+    for rows in (slice(0, 1), slice(0, 3)):
+        check(cpu_fft.c2r(hc[rows], [-1], n, "backward"), np.fft.irfft(half[rows], n=n),
+              np.fft.irfft(hc[rows], n=n))  # fmt: skip
+        check(cpu_fft.r2c(x[rows], [-1], "ortho"), np.fft.rfft(x[rows].astype(np.float64),
+              norm="ortho"), np.fft.rfft(x[rows], norm="ortho"))  # fmt: skip
+        check(cpu_fft.c2c(zc[rows], [-1], False, "forward"), np.fft.ifft(
+            z[rows], norm="forward"), np.fft.ifft(zc[rows], norm="forward"))  # fmt: skip
+    check(cpu_fft.c2r(hc[:1].T, [0], n, "backward"), np.fft.irfft(half[:1].T, n=n, axis=0),
+          np.fft.irfft(hc[:1].T, n=n, axis=0))  # fmt: skip
+    out = np.empty((1, n // 2 + 1), dtype=zc.dtype)
+    cpu_fft.forward_into(np.ascontiguousarray(x[:1]), out, "backward", True)
+    check(out, np.fft.rfft(x[:1].astype(np.float64)), np.fft.rfft(x[:1]))
+    # three long rows: the pool's blocks hold two rows or more, each row right
+    long = rng.standard_normal((3, 87404)).astype(real)
+    spectrum = np.fft.rfft(long.astype(np.float64))
+    check(cpu_fft.c2r(spectrum.astype(zc.dtype), [-1], 87404, "backward"), long,
+          np.fft.irfft(spectrum.astype(zc.dtype), n=87404))  # fmt: skip
+
+
+def test_long_transforms_stay_accurate(provider, rng):
+    # oneMKL's batches of 2**20 float32 points had 26 times pocketfft's error (4.2e-6)
+    n = 1 << 20
+    x = rng.standard_normal((2, n)).astype(np.float32)
+    spectrum = np.fft.rfft(x.astype(np.float64))
+    _check(cpu_fft.r2c(x, [-1], "backward"), spectrum, np.fft.rfft(x))
+    half = spectrum.astype(np.complex64)
+    _check(cpu_fft.c2r(half, [-1], n, "backward"), np.fft.irfft(spectrum, n=n),
+           np.fft.irfft(half, n=n))  # fmt: skip
+
+
 def test_c2r_ignores_the_imaginary_parts_of_dc_and_nyquist(provider, rng):
     half = rng.standard_normal(9) + 1j * rng.standard_normal(9)
     clean = half.copy()
@@ -97,8 +144,8 @@ def test_c2r_ignores_the_imaginary_parts_of_dc_and_nyquist(provider, rng):
 
 @pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
 def test_multi_axis_transforms_over_some_axes(provider, norm, rng):
-    # a subset of the axes, with every norm (mkl_fft 2.3 alone scales these by the size of
-    # the whole array for "ortho" and "forward"; specux normalizes them itself)
+    # a subset of the axes, with every norm (pocketfft computes these for every provider:
+    # mkl_fft 2.3 scaled them by the size of the whole array for "ortho" and "forward")
     x = rng.standard_normal((4, 6, 10))
     z = x + 1j * rng.standard_normal((4, 6, 10))
     bound = TOLERANCES["float64"]
@@ -191,7 +238,7 @@ def test_a_rows_spectrum_does_not_depend_on_its_batch(provider, rng):
     x = rng.standard_normal((64, 1024)).astype(np.float32)
     whole = np.empty((64, 513), np.complex64)
     cpu_fft.forward_into(x, whole, "backward", True)
-    for start, stop in [(0, 1), (5, 8), (17, 30), (31, 64)]:
+    for start, stop in [(0, 1), (5, 8), (17, 30), (31, 64), (40, 42)]:
         part = np.empty((stop - start, 513), np.complex64)
         cpu_fft.forward_into(np.ascontiguousarray(x[start:stop]), part, "backward", True)
         assert np.array_equal(part, whole[start:stop]), (start, stop)

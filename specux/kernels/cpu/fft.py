@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from specux.meta import dtypes
-from specux.meta.params import axis_scale
 
 try:  # scipy.fft keeps float32 in float32 and runs batches on several threads.
     import scipy.fft as _scipy_fft
@@ -133,42 +132,66 @@ _MKL_1D = {("c2c", True): "fft", ("c2c", False): "ifft", ("r2c", True): "rfft",
 _MKL_SPLIT_ELEMENTS = 1 << 16
 
 
-def _mkl_transform(kind: str, x: np.ndarray, dims: tuple[int, ...], forward: bool, norm: str,
-                   sizes: Sequence[int], out_dtype: np.dtype) -> np.ndarray:  # fmt: skip
-    """``kind`` ("c2c", "r2c", "c2r") by mkl_fft over ``dims`` of ``x`` (output ``sizes``
-    along them for c2r). A transform over the last axis alone runs as 1-D transforms of
-    row blocks on the pool; others as one n-D call normalized here: mkl_fft 2.3 scales a
-    transform over a subset of the axes by the size of the whole array for norm "ortho" and
-    "forward" (its "backward" and its 1-D functions are right). Its DFTI descriptors refuse
-    some layouts (zero strides, as in an expanded gradient: "Inconsistent configuration
-    parameters"), so the input is made C-contiguous first (pocketfft copies rows anyway)."""
-    x = np.ascontiguousarray(x)
-    if dims == (x.ndim - 1,):
-        f = getattr(_mkl_fft, _MKL_1D[(kind, forward)])
-        n_out = sizes[-1] if kind == "c2r" else x.shape[-1]
-        width = n_out // 2 + 1 if kind == "r2c" else n_out
-        rows = x.reshape(-1, x.shape[-1])
-        out = np.empty((rows.shape[0], width), dtype=out_dtype)
-        extra = {"n": n_out} if kind == "c2r" else {}
-        blocks = min(WORKERS, max(1, rows.size // _MKL_SPLIT_ELEMENTS), rows.shape[0])
-        bounds = np.linspace(0, rows.shape[0], blocks + 1).astype(int)
+def _engine(x: np.ndarray, dims: tuple[int, ...], size: int | None = None) -> str:
+    """The library that computes a transform of ``x`` over ``dims`` (``size``: its length,
+    default the axis's): the provider, except that mkl_fft computes only transforms over
+    the last axis of at most :data:`MKL_MAX_LENGTH` points; others run on pocketfft
+    (scipy.fft, else numpy.fft). Off the last axis or over several axes, mkl_fft's n-D
+    functions were not measured for accuracy; longer transforms lost it (measured with
+    mkl_fft 2.3.2 / oneMKL 2026.2, batches of float32 rows against pocketfft, relative L2:
+    2**20 points 4.2e-6 where pocketfft has 1.6e-7, 2**21 points 2.1e-6). See
+    :func:`_mkl_transform` for its single transforms."""
+    engine = provider()
+    if engine == "mkl":
+        last = len(dims) == 1 and dims[0] % x.ndim == x.ndim - 1
+        if not (last and (x.shape[-1] if size is None else size) <= MKL_MAX_LENGTH):
+            return "scipy" if _AVAILABLE["scipy"] else "numpy"
+    return engine
 
-        def work(i: int) -> None:
-            a, b = bounds[i], bounds[i + 1]
-            _mkl_call(f, rows[a:b], norm=norm, out=out[a:b], **extra)
 
-        run_blocks(work, range(blocks))
-        return out.reshape(*x.shape[:-1], width)
-    f = {"c2c": _mkl_fft.fftn if forward else _mkl_fft.ifftn, "r2c": _mkl_fft.rfftn,
-         "c2r": _mkl_fft.irfftn}[kind]  # fmt: skip
-    kw = {"s": list(sizes)} if kind == "c2r" else {}
-    out = _mkl_call(f, x, axes=dims, norm="backward", **kw)
-    n = int(np.prod(sizes))
-    # what ``norm`` asks for, relative to the "backward" scaling mkl_fft applied
-    factor = axis_scale(n, norm, not forward) / axis_scale(n, "backward", not forward)
-    if factor != 1.0:
-        out *= out.real.dtype.type(factor)
-    return out
+# The longest transform mkl_fft computes (see _engine); a lone row of at most this many points
+# runs as a batch of two (see _mkl_transform).
+MKL_MAX_LENGTH = 1 << 18
+
+
+def _mkl_transform(kind: str, x: np.ndarray, forward: bool, norm: str, n_out: int,
+                   out_dtype: np.dtype) -> np.ndarray:  # fmt: skip
+    """``kind`` ("c2c", "r2c", "c2r") by mkl_fft over the last axis of ``x`` (``n_out``
+    samples a row for c2r), as 1-D transforms of row blocks on the pool.
+
+    Every call transforms at least two rows: oneMKL computes a single transform another way,
+    far less accurately (measured with mkl_fft 2.3.2 / oneMKL 2026.2 against pocketfft, one
+    row, maximum error relative to the peak: float32 c2r of even lengths from about 8200 up
+    off by 1-6 %, float32 c2c / r2c up to 500 times pocketfft's error, float64 up to 1e-12;
+    batches of two and three rows of 2 to 2**18 points, relative L2: float32 within 1.7
+    times pocketfft's error, float64 up to 2.8e-14 where pocketfft has 5e-16, on lengths with
+    a large prime factor), so a lone row is transformed beside a copy of itself, and the
+    pool's blocks hold two rows or more. A row then gets the same bits alone as in any
+    batch.
+    Its DFTI descriptors refuse some layouts (zero strides, as in an expanded gradient:
+    "Inconsistent configuration parameters"), so the input is made C-contiguous first
+    (pocketfft copies rows anyway)."""
+    f = getattr(_mkl_fft, _MKL_1D[(kind, forward)])
+    n_out = n_out if kind == "c2r" else x.shape[-1]
+    width = n_out // 2 + 1 if kind == "r2c" else n_out
+    rows = x.reshape(-1, x.shape[-1])
+    single = rows.shape[0] == 1
+    rows = np.repeat(rows, 2, axis=0) if single else np.ascontiguousarray(rows)
+    out = np.empty((rows.shape[0], width), dtype=out_dtype)
+    extra = {"n": n_out} if kind == "c2r" else {}
+    # blocks of rows for the pool; one call on a pool thread, which runs them one after
+    # another anyway (a descriptor is planned for each batch size: 20- and 21-row halves
+    # replanned at every call, 30 % slower overlap-save chunks)
+    blocks = 1 if _in_pool() else min(WORKERS, max(1, rows.size // _MKL_SPLIT_ELEMENTS),
+                                      rows.shape[0] // 2)  # fmt: skip
+    bounds = np.linspace(0, rows.shape[0], blocks + 1).astype(int)
+
+    def work(i: int) -> None:
+        a, b = bounds[i], bounds[i + 1]
+        _mkl_call(f, rows[a:b], norm=norm, out=out[a:b], **extra)
+
+    run_blocks(work, range(blocks))
+    return out[:1].reshape(*x.shape[:-1], width) if single else out.reshape(*x.shape[:-1], width)
 
 
 # pocketfft's binding in scipy takes an output array (scipy.fft's public functions do not):
@@ -226,10 +249,9 @@ def c2c(x: np.ndarray, dims: Sequence[int], forward: bool, norm: str, *,
     dims = tuple(dims)
     if x.size == 0 or not dims:
         return np.array(x, dtype=x.dtype, copy=True)
-    engine = provider()
+    engine = _engine(x, dims)
     if engine == "mkl":
-        out = _mkl_transform("c2c", x, dims, forward, norm, [x.shape[d] for d in dims],
-                             x.dtype)  # fmt: skip
+        out = _mkl_transform("c2c", x, forward, norm, 0, x.dtype)
     elif engine == "scipy":
         f = _scipy_fft.fftn if forward else _scipy_fft.ifftn
         out = f(x, axes=dims, norm=norm, workers=workers)
@@ -247,9 +269,9 @@ def r2c(x: np.ndarray, dims: Sequence[int], norm: str, *, workers: int = WORKERS
         shape = list(x.shape)
         shape[dims[-1]] = x.shape[dims[-1]] // 2 + 1
         return np.zeros(shape, dtype=out_dtype)
-    engine = provider()
+    engine = _engine(x, dims)
     if engine == "mkl":
-        out = _mkl_transform("r2c", x, dims, True, norm, [x.shape[d] for d in dims], out_dtype)
+        out = _mkl_transform("r2c", x, True, norm, 0, out_dtype)
     elif engine == "scipy":
         out = _scipy_fft.rfftn(x, axes=dims, norm=norm, workers=workers)
     else:
@@ -270,9 +292,9 @@ def c2r(x: np.ndarray, dims: Sequence[int], last_size: int, norm: str, *,
         shape = list(x.shape)
         shape[dims[-1]] = last_size
         return np.zeros(shape, dtype=out_dtype)
-    engine = provider()
+    engine = _engine(x, dims, last_size)
     if engine == "mkl":
-        out = _mkl_transform("c2r", x, dims, False, norm, sizes, out_dtype)
+        out = _mkl_transform("c2r", x, False, norm, last_size, out_dtype)
     elif engine == "scipy":
         out = _scipy_fft.irfftn(x, s=sizes, axes=dims, norm=norm, workers=workers)
     else:
@@ -286,9 +308,10 @@ def forward_into(x: np.ndarray, out: np.ndarray, norm: str, real: bool) -> np.nd
     kinds = (np.float32, np.float64) if real else (np.complex64, np.complex128)
     fits = (x.dtype in kinds and out.flags.c_contiguous
             and out.dtype == (complex_dtype(x.dtype) if real else x.dtype))  # fmt: skip
-    engine = provider() if fits else None
-    if engine == "mkl" and x.flags.c_contiguous:
-        # mkl_fft's 1-D functions normalize right and write into ``out``
+    engine = _engine(x, (x.ndim - 1,)) if fits else None
+    if engine == "mkl" and x.flags.c_contiguous and x.size >= 2 * x.shape[-1]:
+        # mkl_fft's 1-D functions normalize right and write into ``out`` (two rows or more:
+        # :func:`_mkl_transform` says why)
         _mkl_call(_mkl_fft.rfft if real else _mkl_fft.fft, x, norm=norm, out=out)
         return out
     if engine == "scipy" and _pocketfft is not None and norm in _FORWARD_INORM:
