@@ -154,10 +154,10 @@ def _engine(x: np.ndarray, dims: tuple[int, ...], size: int | None = None) -> st
 MKL_MAX_LENGTH = 1 << 18
 
 
-def _mkl_transform(kind: str, x: np.ndarray, forward: bool, norm: str, n_out: int,
+def _mkl_transform(kind: str, x: np.ndarray, forward: bool, norm: str, n: int,
                    out_dtype: np.dtype) -> np.ndarray:  # fmt: skip
-    """``kind`` ("c2c", "r2c", "c2r") by mkl_fft over the last axis of ``x`` (``n_out``
-    samples a row for c2r), as 1-D transforms of row blocks on the pool.
+    """``kind`` ("c2c", "r2c", "c2r") of length ``n`` by mkl_fft over the last axis of
+    ``x``, as 1-D transforms of row blocks on the pool.
 
     Every call transforms at least two rows: oneMKL computes a single transform another way,
     far less accurately (measured with mkl_fft 2.3.2 / oneMKL 2026.2 against pocketfft, one
@@ -172,13 +172,12 @@ def _mkl_transform(kind: str, x: np.ndarray, forward: bool, norm: str, n_out: in
     "Inconsistent configuration parameters"), so the input is made C-contiguous first
     (pocketfft copies rows anyway)."""
     f = getattr(_mkl_fft, _MKL_1D[(kind, forward)])
-    n_out = n_out if kind == "c2r" else x.shape[-1]
-    width = n_out // 2 + 1 if kind == "r2c" else n_out
+    width = n // 2 + 1 if kind == "r2c" else n
     rows = x.reshape(-1, x.shape[-1])
     single = rows.shape[0] == 1
     rows = np.repeat(rows, 2, axis=0) if single else np.ascontiguousarray(rows)
     out = np.empty((rows.shape[0], width), dtype=out_dtype)
-    extra = {"n": n_out} if kind == "c2r" else {}
+    extra = {"n": n} if kind == "c2r" else {}
     # blocks of rows for the pool; one call on a pool thread, which runs them one after
     # another anyway (a descriptor is planned for each batch size: 20- and 21-row halves
     # replanned at every call, 30 % slower overlap-save chunks)
@@ -191,7 +190,7 @@ def _mkl_transform(kind: str, x: np.ndarray, forward: bool, norm: str, n_out: in
         _mkl_call(f, rows[a:b], norm=norm, out=out[a:b], **extra)
 
     run_blocks(work, range(blocks))
-    return out[:1].reshape(*x.shape[:-1], width) if single else out.reshape(*x.shape[:-1], width)
+    return (out[:1] if single else out).reshape(*x.shape[:-1], width)
 
 
 # pocketfft's binding in scipy takes an output array (scipy.fft's public functions do not):
@@ -251,7 +250,7 @@ def c2c(x: np.ndarray, dims: Sequence[int], forward: bool, norm: str, *,
         return np.array(x, dtype=x.dtype, copy=True)
     engine = _engine(x, dims)
     if engine == "mkl":
-        out = _mkl_transform("c2c", x, forward, norm, 0, x.dtype)
+        out = _mkl_transform("c2c", x, forward, norm, x.shape[-1], x.dtype)
     elif engine == "scipy":
         f = _scipy_fft.fftn if forward else _scipy_fft.ifftn
         out = f(x, axes=dims, norm=norm, workers=workers)
@@ -271,7 +270,7 @@ def r2c(x: np.ndarray, dims: Sequence[int], norm: str, *, workers: int = WORKERS
         return np.zeros(shape, dtype=out_dtype)
     engine = _engine(x, dims)
     if engine == "mkl":
-        out = _mkl_transform("r2c", x, True, norm, 0, out_dtype)
+        out = _mkl_transform("r2c", x, True, norm, x.shape[-1], out_dtype)
     elif engine == "scipy":
         out = _scipy_fft.rfftn(x, axes=dims, norm=norm, workers=workers)
     else:
