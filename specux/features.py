@@ -14,7 +14,7 @@ from specux.api import _array_window, _Call, _check_same_device, _require_ndim
 from specux.compat.arrays import library_of
 from specux.kernels.cpu.tuning import estimate_tuning
 from specux.meta import dtypes, matrices, params
-from specux.meta.cqt_params import C1_HZ, cqt_arguments
+from specux.meta.cqt_params import C1_HZ, cqt_arguments, filter_norm
 from specux.meta.params import StftParams
 from specux.transport import across_libraries
 
@@ -375,7 +375,9 @@ def _chroma_cqt(x, *, sr, n_chroma, tuning, norm, hop_length, backend, extra):
     bins_per_octave = params.as_int("bins_per_octave", extra.get("bins_per_octave", 36),
                                     minimum=1)  # fmt: skip
     n_octaves = params.as_int("n_octaves", extra.get("n_octaves", 7), minimum=1)
-    fmin = extra.get("fmin") or C1_HZ
+    fmin = extra.get("fmin")
+    fmin = C1_HZ if fmin is None else params.as_float("fmin", fmin, positive=True)
+    cqt_norm = filter_norm("cqt_norm", extra.get("cqt_norm", 1))
     threshold = params.as_float("threshold", extra.get("threshold", 0.0))
     n_bins = n_octaves * bins_per_octave
     fold = matrices.cq_to_chroma_spec(n_input=n_bins, bins_per_octave=bins_per_octave,
@@ -392,7 +394,7 @@ def _chroma_cqt(x, *, sr, n_chroma, tuning, norm, hop_length, backend, extra):
         call, x, "magnitude", 1e-10, extra.get("pad_mode", "constant"), sr=sr,
         hop_length=hop_length, fmin=fmin, n_bins=n_bins, bins_per_octave=bins_per_octave,
         tuning=tuning, filter_scale=extra.get("filter_scale", 1.0),
-        norm=extra.get("cqt_norm", 1), window=extra.get("window", "hann"), scale=True,
+        norm=cqt_norm, window=extra.get("window", "hann"), scale=True,
         gamma=0.0,
     )  # fmt: skip
     out = call.engine.project(magnitude, fold)

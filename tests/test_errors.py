@@ -609,11 +609,30 @@ def test_cepstrum_sizes_name_the_callers_parameters(x):
             specux.mfcc, x, sr=16000, n_fft=512, n_mels=20, n_mfcc=40)  # fmt: skip
     _raises(ValueError, r"n_lfcc=50 is out of range: .*40 input bands \(n_filter=40\)",
             specux.lfcc, x, sr=16000, n_fft=512, n_filter=40, n_lfcc=50)  # fmt: skip
+    _raises(ValueError, r"n_mels=1 is out of range: dct_type=1 needs at least 2 bands",
+            specux.mfcc, x, sr=16000, n_fft=512, n_mels=1, n_mfcc=1, dct_type=1)  # fmt: skip
+    _raises(ValueError, r"n_filter=1 is out of range: dct_type=1 needs at least 2 bands",
+            specux.lfcc, x, sr=16000, n_fft=512, n_filter=1, n_lfcc=1, dct_type=1)  # fmt: skip
+    _raises(ValueError, r"dct_type=5 is not supported: use 1, 2, 3 or 4",
+            specux.mfcc, x, sr=16000, n_fft=512, dct_type=5)  # fmt: skip
+    _raises(ValueError, r"norm='unitary' is not supported for the DCT",
+            specux.lfcc, x, sr=16000, n_fft=512, norm="unitary")  # fmt: skip
     if torch is not None:
         from specux import nn
 
         _raises(ValueError, r"n_lfcc=50 .*\(n_filter=40\)", nn.LFCC, sr=16000, n_fft=512,
                 n_filter=40, n_lfcc=50)  # fmt: skip
+
+
+def test_chroma_cqt_parameters_are_named_and_never_replaced(x):
+    # fmin=0 was once replaced by the default C1 (an `or`); cqt_norm's error said `norm`
+    for fmin in (0, 0.0, -5.0):
+        _raises(ValueError, rf"fmin={float(fmin)} is out of range: must be > 0",
+                specux.chroma, x, sr=16000, source="cqt", fmin=fmin)  # fmt: skip
+    _raises(ValueError, r"cqt_norm=0 is out of range: use None, np.inf or a real p > 0",
+            specux.chroma, x, sr=16000, source="cqt", cqt_norm=0)  # fmt: skip
+    _raises(specux.ParameterError, r"cqt_norm must be a real number",
+            specux.chroma, x, sr=16000, source="cqt", cqt_norm="l2")  # fmt: skip
 
 
 def test_nd_transform_of_too_few_dimensions(x):

@@ -311,8 +311,8 @@ def test_melspectrogram_top_db_needs_db_output(rng):
 MFCC_KW = dict(n_fft=512, hop_length=160, n_mels=40)
 
 
-@pytest.mark.parametrize("dct_type", [1, 2, 3])
-@pytest.mark.parametrize("norm", ["ortho", None])
+@pytest.mark.parametrize("dct_type", [1, 2, 3, 4])
+@pytest.mark.parametrize("norm", ["ortho", None, "forward"])
 @pytest.mark.parametrize("lifter", [0.0, 22.0])
 @pytest.mark.parametrize("top_db", [80.0, None])
 @pytest.mark.parametrize("n_mfcc", [13, 20])

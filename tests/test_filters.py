@@ -428,7 +428,7 @@ def test_constant_q_defaults_caching_dtype() -> None:
 
 
 @pytest.mark.parametrize("norm", [None, "backward", "ortho", "forward"])
-@pytest.mark.parametrize("dct_type", [1, 2, 3])
+@pytest.mark.parametrize("dct_type", [1, 2, 3, 4])
 def test_dct_matches_scipy(dct_type: int, norm) -> None:
     sfft = pytest.importorskip("scipy.fft")
     for n_input in (1, 2, 3, 5, 13, 40, 128, 1000):
@@ -445,8 +445,8 @@ def test_dct_matches_scipy(dct_type: int, norm) -> None:
 @given(
     n_input=st.integers(2, 300),
     frac=st.floats(0.0, 1.0),
-    dct_type=st.sampled_from([1, 2, 3]),
-    norm=st.sampled_from([None, "ortho"]),
+    dct_type=st.sampled_from([1, 2, 3, 4]),
+    norm=st.sampled_from([None, "ortho", "forward"]),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_dct_matvec_property(n_input, frac, dct_type, norm, seed) -> None:
@@ -534,7 +534,8 @@ ERROR_CASES = [
     (F.constant_q, dict(sr=22050, dtype=np.float64), "dtype"),
     (F.constant_q, dict(sr=22050, n_bins=120), "n_bins"),
     (F.constant_q, dict(sr=8000, fmin=3000.0, n_bins=12), "fmin"),
-    (F.dct, dict(n_filters=13, n_input=40, dct_type=4), "dct_type"),
+    (F.dct, dict(n_filters=13, n_input=40, dct_type=5), "dct_type"),
+    (F.dct, dict(n_filters=13, n_input=40, dct_type=0), "dct_type"),
     (F.dct, dict(n_filters=1, n_input=1, dct_type=1), "n_input"),
     (F.dct, dict(n_filters=41, n_input=40), "n_filters"),
     (F.dct, dict(n_filters=0, n_input=40), "n_filters"),

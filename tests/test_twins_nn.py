@@ -146,7 +146,7 @@ BAD_PARAMETERS = [
     (twins.MelSpectrogram, dict(sr=SR, top_db=80.0), ValueError, "top_db"),
     (twins.MelSpectrogram, dict(sr=-1.0), ValueError, "sr=-1.0"),
     (twins.MFCC, dict(sr=SR, n_mfcc=50, n_mels=40), ValueError, "n_mfcc=50"),
-    (twins.MFCC, dict(sr=SR, dct_type=4), ValueError, "dct_type=4"),
+    (twins.MFCC, dict(sr=SR, dct_type=5), ValueError, "dct_type=5"),
     (twins.MFCC, dict(sr=SR, lifter=-1.0), ValueError, "lifter"),
     (twins.MFCC, dict(sr=SR, n_chroma=12), TypeError, "n_chroma"),
     (twins.LFCC, dict(sr=SR, fmin=9000.0), ValueError, "fmin"),

@@ -120,6 +120,17 @@ def _from_key(key: str) -> ConstantQSpec:
     )
 
 
+def filter_norm(name: str, norm: Any) -> float | None:
+    """The filters' p-norm (librosa's ``norm``): None, np.inf or a real p > 0; errors say
+    ``name`` (chroma calls it ``cqt_norm``)."""
+    if norm is None:
+        return None
+    value = as_float(name, norm, finite=False)
+    if not value > 0:  # also rejects nan
+        raise ValueError(f"{name}={norm!r} is out of range: use None, np.inf or a real p > 0")
+    return value
+
+
 def cqt_spec(
     *,
     sr: Any,
@@ -147,12 +158,7 @@ def cqt_spec(
     bpo = as_int("bins_per_octave", bins_per_octave, minimum=1)
     tuning_ = as_float("tuning", tuning)
     filter_scale_ = as_float("filter_scale", filter_scale, positive=True)
-    if norm is None:
-        norm_ = None
-    else:
-        norm_ = as_float("norm", norm, finite=False)
-        if not norm_ > 0:  # also rejects nan
-            raise ValueError(f"norm={norm!r} is out of range: use None, np.inf or a real p > 0")
+    norm_ = filter_norm("norm", norm)
     spec = window_spec(window)
     if spec.is_array:
         raise ValueError(

@@ -914,6 +914,10 @@ def constant_q(
 # --------------------------------------------------------------------------------------
 
 
+DCT_TYPES = (1, 2, 3, 4)  # scipy.fft.dct's types
+DCT_NORMS = (None, "backward", "ortho", "forward")  # scipy.fft.dct's norms
+
+
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def _dct_cached(
     n_filters: int, n_input: int, dct_type: int, norm: str | None, dtype: np.dtype
@@ -944,7 +948,7 @@ def _dct_cached(
             mat = scale * basis
         else:
             mat = 2.0 * basis / (2 * n_input if norm == "forward" else 1)
-    else:
+    elif dct_type == 3:
         basis = np.cos(np.pi * (((2 * k + 1) * n) % (4 * n_input)) / (2 * n_input))
         if norm == "ortho":
             mat = np.sqrt(2.0 / n_input) * basis
@@ -954,6 +958,12 @@ def _dct_cached(
             mat[:, 0] = 1.0
             if norm == "forward":
                 mat /= 2 * n_input
+    else:
+        basis = np.cos(np.pi * (((2 * k + 1) * (2 * n + 1)) % (8 * n_input)) / (4 * n_input))
+        if norm == "ortho":
+            mat = np.sqrt(2.0 / n_input) * basis
+        else:
+            mat = 2.0 * basis / (2 * n_input if norm == "forward" else 1)
     return _freeze(np.ascontiguousarray(mat))
 
 
@@ -973,8 +983,9 @@ def dct(
         Number of output coefficients kept (e.g. ``n_mfcc``).
     n_input : int >= 1 (>= 2 for type 1)
         Length of the transformed vector (e.g. ``n_mels``).
-    dct_type : {1, 2, 3}
-        DCT type with scipy's definitions (type 3 is the inverse of type 2 up to scale).
+    dct_type : {1, 2, 3, 4}
+        DCT type with scipy's definitions (type 3 is the inverse of type 2 up to scale,
+        type 4 its own inverse up to scale).
     norm : None, "backward", "ortho" or "forward"
         scipy's normalisation modes; ``None``/"backward" is unscaled, "ortho" makes the
         full square matrix orthonormal.
@@ -985,8 +996,8 @@ def dct(
     -------
     np.ndarray, shape ``(n_filters, n_input)``, read-only
     """
-    if dct_type not in (1, 2, 3) or isinstance(dct_type, bool):
-        raise ValueError(f"dct_type={dct_type!r} is not supported: must be 1, 2 or 3")
+    if dct_type not in DCT_TYPES or isinstance(dct_type, bool):
+        raise ValueError(f"dct_type={dct_type!r} is not supported: must be 1, 2, 3 or 4")
     n_input_ = _int_param("n_input", n_input, 2 if dct_type == 1 else 1)
     n_filters_ = _int_param("n_filters", n_filters, 1)
     if n_filters_ > n_input_:
@@ -994,7 +1005,7 @@ def dct(
             f"n_filters={n_filters_} is out of range: must satisfy "
             f"1 <= n_filters <= n_input = {n_input_}"
         )
-    if norm not in (None, "backward", "ortho", "forward"):
+    if norm not in DCT_NORMS:
         raise ValueError(
             f"norm={norm!r} is not supported: must be None, 'backward', 'ortho' or 'forward'"
         )

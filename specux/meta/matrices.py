@@ -195,12 +195,15 @@ def dct_spec(*, n_out, n_in, dct_type, norm, lifter, out_name="n_mfcc",
     from specux.meta.params import as_float, as_int
 
     dct_type = as_int("dct_type", dct_type)
-    if dct_type not in (1, 2, 3):
-        raise ValueError(f"dct_type={dct_type} is not supported: use 1, 2 or 3")
-    if norm not in (None, "ortho", "backward"):
-        raise ValueError(f"norm={norm!r} is not supported for the DCT: use 'ortho' or None")
-    n_in = as_int("n_in", n_in, minimum=2 if dct_type == 1 else 1)
-    n_out = as_int("n_out", n_out, minimum=1)
+    if dct_type not in filters.DCT_TYPES:
+        raise ValueError(f"dct_type={dct_type} is not supported: use 1, 2, 3 or 4")
+    if norm not in filters.DCT_NORMS:
+        raise ValueError(f"norm={norm!r} is not supported for the DCT: use 'ortho', 'forward', "
+                         "'backward' or None")  # fmt: skip
+    n_in = as_int(bands_name, n_in, minimum=1)
+    if dct_type == 1 and n_in < 2:
+        raise ValueError(f"{bands_name}={n_in} is out of range: dct_type=1 needs at least 2 bands")
+    n_out = as_int(out_name, n_out, minimum=1)
     if n_out > n_in:
         raise ValueError(f"{out_name}={n_out} is out of range: must be <= the {n_in} input "
                          f"bands ({bands_name}={n_in})")
