@@ -20,6 +20,7 @@ from specux.compat.arrays import NATIVE, library_of
 
 emulate = pytest.importorskip("specux.kernels.emulate")
 native = pytest.importorskip("specux.kernels.native")
+transform_exec = pytest.importorskip("specux.kernels.transform_exec")
 if emulate.compiler() is None:
     pytest.skip("no C++ compiler for the host emulation", allow_module_level=True)
 
@@ -205,24 +206,41 @@ def test_melspectrogram_top_db_clips_each_signal_alone():
     assert np.max(np.abs(got - ref)) <= TOLERANCES["db_abs64"]
 
 
-@pytest.mark.parametrize("one_pass", [native.ROWMAX_ONE_PASS, 0])
+@pytest.mark.parametrize("chunk, cap", [(transform_exec.ROWMAX_CHUNK, transform_exec.ROWMAX_CHUNKS),
+                                        (300, transform_exec.ROWMAX_CHUNKS), (1, 64), (2, 3)])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
-def test_row_max(dtype, one_pass, monkeypatch):
-    """native.row_max in one launch (rows up to ROWMAX_ONE_PASS) or two (lanes, then their
-    partials; forced here for every size): np.max of each row, NaN where the row holds one,
-    rows shorter and longer than the lanes and not a multiple of them."""
-    monkeypatch.setattr(native, "ROWMAX_ONE_PASS", one_pass)
+def test_row_max(dtype, chunk, cap, monkeypatch):
+    """native.row_max (transform_exec.row_max: the rowmax block kernel over chunks of each
+    row, then over the chunks' maxima; small chunks and caps forced here, down to one value
+    a chunk): np.max of each row, NaN where the row holds one, rows shorter and longer than
+    a block's threads (and its four-load steps) and a chunk and not a multiple of them."""
+    monkeypatch.setattr(transform_exec, "ROWMAX_CHUNK", chunk)
+    monkeypatch.setattr(transform_exec, "ROWMAX_CHUNKS", cap)
     rng = np.random.default_rng(3)
     device = emulate.HostDevice()
-    for rows, size in ((3, 1), (2, 255), (4, 256), (3, 1000), (2, 5003)):
-        if size < native.ROWMAX_LANES and one_pass == 0:
-            continue  # two passes need at least a value a lane
+    for rows, size in ((3, 1), (2, 40), (2, 255), (4, 256), (3, 1000), (2, 5003)):
+        if rows * min(-(-size // chunk), cap) > 128:
+            continue  # the emulation runs a block's threads as host threads: slow
         x = (rng.standard_normal((rows, size)) * 100).astype(dtype)
         x[0, size // 2] = -np.inf
         if rows > 2:
-            x[-1, size - 1] = np.nan  # the last value of a row: the last lane's last step
+            x[-1, size - 1] = np.nan  # the last value of a row: the last chunk's last step
+        if size > 600:
+            x[1, 517] = np.inf
         got = device.download(native.row_max(device.upload(x), rows, size))
         np.testing.assert_array_equal(got, x.max(axis=-1))
+
+
+def test_row_max_chunks():
+    """Every chunk holds a value, the chunks cover the row, and a row has at most
+    ROWMAX_CHUNKS of them; size 0 raises."""
+    for size in (1, 2, 255, 8191, 8192, 8193, 50080, 10**6, 10**8 + 7):
+        chunks, length = transform_exec.row_max_chunks(size)
+        assert 1 <= chunks <= transform_exec.ROWMAX_CHUNKS
+        assert (chunks - 1) * length < size <= chunks * length
+        assert length <= transform_exec.ROWMAX_CHUNK or chunks == transform_exec.ROWMAX_CHUNKS
+    with pytest.raises(ValueError, match="no maximum"):
+        transform_exec.row_max_chunks(0)
 
 
 def test_top_db_clip_propagates_nan_like_the_cpu_backend():

@@ -36,6 +36,9 @@ for dtype in (torch.float32, torch.float64, torch.float16):
         S = specux.stft(x, n_fft=512, hop_length=128)
         specux.istft(S, n_fft=512, hop_length=128, length=3100)
         specux.mfcc(x, sr=16000, n_fft=512, hop_length=128, n_mels=40)
+        # signals of several row_max chunks (the top_db peaks in two launches)
+        specux.mfcc(torch.randn(3, 100000, dtype=dtype, device="cuda"), sr=16000, n_fft=512,
+                    hop_length=128, n_mels=40)  # fmt: skip
         specux.cqt(x, sr=16000, hop_length=256, n_bins=48, fmin=100.0)
         # overlap-save (512-point blocks, a partial last frame); whole-length FFTs (an output
         # that fits one block)

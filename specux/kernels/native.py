@@ -265,25 +265,17 @@ def _elementwise(kind: str, option: str, x: DeviceArray, out_dtype: str, *, rows
     return out
 
 
-# row_max: rows longer than this are reduced in two launches, ROWMAX_LANES threads a row
-# first (each striding over it, coalesced), then one thread a row over their partials.
-ROWMAX_LANES = 256
-ROWMAX_ONE_PASS = 4096
-
-
 def row_max(values: DeviceArray, rows: int, size: int) -> DeviceArray:
     """The maximum of each of the ``rows`` contiguous rows of ``size`` values of dense
-    ``values`` (NaN if the row holds one), ``(rows,)`` in its dtype. Long rows are split
-    across lanes first: with one thread a row, each of PERF.md's mfcc signals (50080 dB
-    values) was walked by a single thread."""
-    if size <= ROWMAX_ONE_PASS:
-        return _elementwise("rowmax", "", values, values.dtype, rows=rows, size=size,
-                            out_shape=(rows,), total=rows)  # fmt: skip
-    partials = _elementwise("rowmax", "", values, values.dtype, rows=rows, size=size,
-                            count=ROWMAX_LANES, out_shape=(rows, ROWMAX_LANES),
-                            total=rows * ROWMAX_LANES)  # fmt: skip
-    return _elementwise("rowmax", "", partials, values.dtype, rows=rows, size=ROWMAX_LANES,
-                        out_shape=(rows,), total=rows)  # fmt: skip
+    ``values`` (NaN if the row holds one), ``(rows,)`` in its dtype
+    (:func:`transform_exec.row_max`: a block a chunk of a row, then a block a row)."""
+    out = values.device.empty((rows,), values.dtype)
+    chunks, _ = transform_exec.row_max_chunks(size)
+    partials = values.device.empty((rows, chunks), values.dtype) if chunks > 1 else None
+    storage, precision = _STORAGE[values.dtype]
+    transform_exec.row_max(values.device, values, out, partials, rows=rows, size=size,
+                           storage=storage, precision=precision)  # fmt: skip
+    return out
 
 
 def _map(option: str, x: DeviceArray, *, size: int, table=None, factor=0.0,

@@ -47,10 +47,11 @@ and the torch route's fftconvolve product and unfused stft mapping, so both give
 - ``value``: complex ``x`` (of the precision) -> ``magnitude`` | ``power`` | ``db``
   (``option``), stored in the storage.
 - ``cmul``: ``out[i] = x[i] * table_a[i]``, complex.
-- ``rowmax``: ``out[r * lanes + t] = max_k x[r, k]`` over ``k = t, t + lanes, ...`` below
-  ``size`` (``lanes`` = ``count``, at most ``size``; 0 means 1), a thread per (row, lane): a
-  row's lanes read it coalesced, and a second launch over the ``(rows, lanes)`` partials
-  gives the rows' maxima. NaN propagates (numpy's and torch's max).
+- ``rowmax``: ``out[r * count + c] = max x[r, k]`` over chunk ``c`` of row ``r``, ``k`` from
+  ``c * frame_len`` to ``min(size, (c + 1) * frame_len)`` (every chunk holds a value): a
+  block kernel of ROWMAX_THREADS threads a chunk, each striding over it (coalesced, four
+  loads in flight), then a tree in shared memory. A second launch over the ``(rows,
+  count)`` partials gives the rows' maxima. NaN propagates (numpy's and torch's max).
 - ``colnorm``: ``x`` as (rows, count, size) normalized along ``count`` (one thread per
   (row, column)): ``option`` ``inf`` | ``1`` | ``p`` (``exponent``), lengths below ``eps``
   left as they are (librosa's ``util.normalize``).
@@ -143,9 +144,19 @@ class GatherSpec:
 
     @property
     def tiled(self) -> bool:
-        """A block kernel (threads of a block share memory) rather than one thread per
-        output: launched as ``(blocks, CORRELATE_THREADS, shared bytes)``."""
+        """A tiled correlation: launched as ``(blocks, CORRELATE_THREADS, shared bytes)``."""
         return self.kind in TILED_KINDS
+
+    @property
+    def block(self) -> bool:
+        """A block kernel (threads of a block share memory and barriers: the tiled kinds and
+        ``rowmax``) rather than one thread per output."""
+        return self.tiled or self.kind == "rowmax"
+
+    @property
+    def threads(self) -> int:
+        """Threads a block (the kernel's launch bound)."""
+        return ROWMAX_THREADS if self.kind == "rowmax" else CORRELATE_THREADS
 
 
 def _ola_sum(weighted: bool) -> str:
@@ -407,18 +418,35 @@ def _cmul(spec: GatherSpec) -> str:
     ])  # fmt: skip
 
 
-def _rowmax(spec: GatherSpec) -> str:
+ROWMAX_THREADS = 256  # a power of two: the tree halves it
+
+
+def _rowmax(barrier: str) -> str:
+    """The ``rowmax`` block kernel: block ``b`` reduces chunk ``b % count`` of row
+    ``b / count``; four running maxima a thread, so four loads are in flight."""
+    t = ROWMAX_THREADS
     return "\n".join([
-        "    const long long lanes = count > 0 ? count : 1;",
-        "    if (gid >= rows * lanes || size == 0) return;",
-        "    const long long r = gid / lanes, t = gid % lanes;",
+        "    auto larger = [](real_t m, real_t v) -> real_t {",
+        "        return (v > m || v != v) ? v : m;  // a NaN, once met, stays",
+        "    };",
+        "    const long long chunks = count > 0 ? count : 1;",
+        "    const long long r = block / chunks, lo = (block - r * chunks) * frame_len;",
+        "    const long long hi = lo + frame_len < size ? lo + frame_len : size;",
         "    const storage_t* in = (const storage_t*)in_ptr + r * size;",
-        "    real_t m = to_real(in[t]);",
-        "    for (long long k = t + lanes; k < size; k += lanes) {",
-        "        const real_t v = to_real(in[k]);",
-        "        m = (v > m || v != v) ? v : m;  // a NaN, once met, stays",
+        "    real_t m[4];",
+        "    for (int j = 0; j < 4; ++j) m[j] = to_real(in[lo]);  // the chunk's first value",
+        "    long long k = lo + tid;",
+        f"    for (; k + {3 * t} < hi; k += {4 * t})",
+        f"        for (int j = 0; j < 4; ++j) m[j] = larger(m[j], to_real(in[k + j * {t}]));",
+        f"    for (; k < hi; k += {t}) m[0] = larger(m[0], to_real(in[k]));",
+        "    real_t* tree = (real_t*)specux_shared;",
+        "    tree[tid] = larger(larger(m[0], m[1]), larger(m[2], m[3]));",
+        f"    {barrier}",
+        f"    for (int w = {t // 2}; w > 0; w >>= 1) {{",
+        "        if (tid < w) tree[tid] = larger(tree[tid], tree[tid + w]);",
+        f"        {barrier}",
         "    }",
-        "    put(&((storage_t*)out_ptr)[gid], m);",
+        "    if (tid == 0) put(&((storage_t*)out_ptr)[block], tree[0]);",
     ])  # fmt: skip
 
 
@@ -890,20 +918,22 @@ def _partsum(spec: GatherSpec) -> str:
 
 _COMPLEX_OF = {"float16": "specux_c16", "float32": "specux_c32", "float64": "specux_c64"}
 _ARRAY_BODIES = {"convert": _convert, "map": _map, "value": _value, "cmul": _cmul,
-                 "rowmax": _rowmax, "colnorm": _colnorm, "partsum": _partsum}  # fmt: skip
+                 "colnorm": _colnorm, "partsum": _partsum}  # fmt: skip
 
 
 def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
     """Kernel source of ``spec``: entry point ``specux_gather`` with :data:`GATHER_PARAMS`,
-    one thread per output element (a block kernel of :data:`CORRELATE_THREADS` threads for
-    the tiled kinds, :attr:`GatherSpec.tiled`)."""
+    one thread per output element (a block kernel of :attr:`GatherSpec.threads` threads for
+    the block kinds, :attr:`GatherSpec.block`)."""
     params = ", ".join(f"{t} {name}" for t, name in GATHER_PARAMS)
     args = ", ".join(name for _, name in GATHER_PARAMS)
     mma = spec.tiled and mma_tile(spec.option) is not None
-    if spec.tiled:
-        tiled = _tiled_mma if mma else _tiled
-        open_, body = dialect.block_open, tiled(spec, dialect.barrier)
-        close = dialect.block_close
+    if spec.block:
+        if spec.kind == "rowmax":
+            body = _rowmax(dialect.barrier)
+        else:
+            body = (_tiled_mma if mma else _tiled)(spec, dialect.barrier)
+        open_, close = dialect.block_open, dialect.block_close
     else:
         open_, body, close = dialect.kernel_open, _body(spec), dialect.kernel_close
     source = [
@@ -913,7 +943,7 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
         f"typedef {_REAL[spec.precision]} real_t;",
         _types(dialect.function),  # to_real / put for every storage, as the FFT kernels use
         f"typedef {_REAL_STORAGE[spec.storage]} storage_t;",
-        open_.format(name=GATHER_NAME, params=params, threads=CORRELATE_THREADS, min_blocks=""),
+        open_.format(name=GATHER_NAME, params=params, threads=spec.threads, min_blocks=""),
         body,
         close.format(name=GATHER_NAME, params=params, args=args),
     ]
@@ -921,7 +951,8 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
 
 
 __all__ = ["CORRELATE_LANES", "CORRELATE_SPLIT", "CORRELATE_TAPS", "CORRELATE_THREADS",
-           "GATHER_NAME", "GATHER_PARAMS", "GATHER_THREADS", "SEAM_POSITIONS", "TILED_KINDS",
+           "GATHER_NAME", "GATHER_PARAMS", "GATHER_THREADS", "ROWMAX_THREADS", "SEAM_POSITIONS",
+           "TILED_KINDS",
            "GatherSpec",
            "correlate_columns", "correlate_frames", "correlate_shared_bytes", "correlate_tile",
            "MMA_CAPABILITY", "MMA_WINDOW", "mma_splits", "mma_tile",

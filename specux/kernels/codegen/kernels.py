@@ -33,8 +33,8 @@ def render(spec: Spec, dialect: Dialect) -> tuple[str, str, tuple]:
 
 def is_block(spec: Spec) -> bool:
     """Whether ``spec``'s threads cooperate in a block (shared memory, barriers): the block
-    FFTs and the tiled gather kinds. The host emulation runs those one host thread a lane."""
-    return isinstance(spec, BlockSpec) or (isinstance(spec, GatherSpec) and spec.tiled)
+    FFTs and the block gather kinds. The host emulation runs those one host thread a lane."""
+    return isinstance(spec, BlockSpec) or (isinstance(spec, GatherSpec) and spec.block)
 
 
 # The kernel parameters (type, name) of each family, by spec type.

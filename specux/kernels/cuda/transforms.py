@@ -508,23 +508,38 @@ def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str,
     matrix, else the gather): no cuBLAS, so it is deterministic with no workspace setting;
     the result is frame-major too (the op's layout: a transposed view). With ``top_db``
     (:func:`projects_clipped` must hold), ``matrix @ max(x, peak - top_db)`` for each
-    signal's peak over its last two axes (mfcc's clip): one amax kernel, then the tiled
-    correlation clips as it reads."""
+    signal's peak over its last two axes (mfcc's clip): the peaks by
+    :func:`transform_exec.row_max` (two short launches), then the tiled correlation clips
+    as it reads."""
     storage, precision = _storage(x)
     backend = TorchCudaBackend(x.device)
     n_in = x.shape[-2]
     bands, weights, n_out = _bands(backend, matrix, spec, precision, n_in, "x")
     dense = _dense_named(matrix, spec, precision)
-    # the peaks are in the precision: the clipping route stores x in it
-    peaks = x.amax(dim=(-2, -1)).reshape(-1) if top_db is not None and x.numel() else None
     rows = x.transpose(-1, -2).contiguous()  # (..., T, n_in): no copy when frame-major
+    signals = math.prod(x.shape[:-2])
+    peaks = None
+    if top_db is not None and x.numel():  # in the precision: this route stores x in it
+        peaks = _row_max(backend, rows.reshape(signals, -1), storage, precision)
     out = torch.empty((*rows.shape[:-1], n_out), dtype=x.dtype, device=x.device)
     transform_exec.project(backend, rows, out, bands, weights,
                            rows=out.numel() // max(n_out, 1), n_in=n_in, n_out=n_out,
                            storage=storage, precision=precision, dense=dense,
-                           signals=math.prod(x.shape[:-2]), peaks=peaks,
+                           signals=signals, peaks=peaks,
                            top_db=0.0 if top_db is None else top_db)  # fmt: skip
     return out.transpose(-1, -2)
+
+
+def _row_max(backend, rows: torch.Tensor, storage: str, precision: str) -> torch.Tensor:
+    """The maximum of each row of the contiguous 2-D ``rows`` (NaN where one holds a NaN)."""
+    count, size = rows.shape
+    out = torch.empty(count, dtype=rows.dtype, device=rows.device)
+    chunks, _ = transform_exec.row_max_chunks(size)
+    partials = torch.empty(count * chunks, dtype=rows.dtype, device=rows.device) \
+        if chunks > 1 else None  # fmt: skip
+    transform_exec.row_max(backend, rows, out, partials, rows=count, size=size,
+                           storage=storage, precision=precision)  # fmt: skip
+    return out
 
 
 def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in: int,
