@@ -105,8 +105,10 @@ class NumpyEngine:
             length = magnitude.max(axis=axis, keepdims=True)
         elif norm == 1:
             length = magnitude.sum(axis=axis, keepdims=True)
-        else:
-            length = (magnitude**norm).sum(axis=axis, keepdims=True) ** (1.0 / norm)
+        else:  # peak * ||magnitude / peak||_p: |x| ** p neither overflows nor underflows
+            peak = magnitude.max(axis=axis, keepdims=True)
+            scaled = magnitude / np.where(peak > 0, peak, values.dtype.type(1))
+            length = peak * (scaled**norm).sum(axis=axis, keepdims=True) ** (1.0 / norm)
         tiny = np.finfo(values.dtype).tiny
         return values / np.where(length < tiny, values.dtype.type(1), length)
 
@@ -214,8 +216,10 @@ class TorchEngine:
             length = magnitude.amax(dim=axis, keepdim=True)
         elif norm == 1:
             length = magnitude.sum(dim=axis, keepdim=True)
-        else:
-            length = (magnitude**norm).sum(dim=axis, keepdim=True) ** (1.0 / norm)
+        else:  # peak * ||magnitude / peak||_p, as NumpyEngine.normalize
+            peak = magnitude.amax(dim=axis, keepdim=True)
+            scaled = magnitude / _torch.where(peak > 0, peak, _torch.ones_like(peak))
+            length = peak * (scaled**norm).sum(dim=axis, keepdim=True) ** (1.0 / norm)
         tiny = _torch.finfo(values.dtype).tiny
         return values / _torch.where(length < tiny, _torch.ones_like(length), length)
 

@@ -559,6 +559,25 @@ def test_chroma_float32(rng):
         assert got.dtype == np.float32 and rel_peak(got, ref) <= PEAK32
 
 
+@pytest.mark.parametrize("scale", [2e4, 1.0, 1e-14])
+@pytest.mark.parametrize("norm", [2, 3, 8])
+def test_chroma_p_norm_float32_at_any_scale(rng, scale, norm):
+    """A p-norm of float32 chroma (``sum |x| ** p``) once overflowed (int16-scale audio,
+    p = 3: all zeros) or underflowed (quiet audio: not normalized); now the peak is factored
+    out first, as librosa's float64 sums avoid both. numpy and torch, both sources."""
+    x = (scale * _tones(rng, (2,), 22050, 6000)).astype(np.float32)
+    S = power_spectrogram(x.astype(np.float64), 2048, 512)
+    ref = reference_chroma(S, sr=22050, n_fft=2048, norm=norm)
+    got = specux.chroma(x, sr=22050, tuning=0.0, norm=norm)
+    assert got.dtype == np.float32 and rel_peak(got, ref) <= PEAK32
+    lib = librosa.feature.chroma_cqt(y=x.astype(np.float64), sr=22050, tuning=0.0, norm=norm)
+    cqt = specux.chroma(x, sr=22050, source="cqt", tuning=0.0, norm=norm)
+    assert np.max(np.abs(cqt - lib)) < 0.1 and cqt.max() > 0.5  # librosa's downsampled CQT
+    if torch is not None:
+        t = specux.chroma(torch.from_numpy(x), sr=22050, tuning=0.0, norm=norm)
+        assert rel_peak(t.numpy(), ref) <= PEAK32
+
+
 def test_chroma_unsupported_options(rng):
     x = _signal(rng, 3000)
     with pytest.raises(ValueError, match="source"):

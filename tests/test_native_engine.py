@@ -280,6 +280,16 @@ def test_chroma_stft(norm):
     _check(specux.chroma, x, sr=1000, n_fft=32, hop_length=8, tuning=0.0, norm=norm)
 
 
+@pytest.mark.parametrize("scale", [3e4, 1e-15])
+def test_chroma_p_norm_of_float32_at_extreme_scales(scale):
+    """The colnorm kernel's p-norm factors the peak out: |x| ** 8 of float32 neither
+    overflows nor underflows (it did, as the engines' sums once did)."""
+    x = _signal((2, 160), "float32") * np.float32(scale)
+    got, ref = _check(specux.chroma, x, precision="float32", sr=1000, n_fft=32, hop_length=8,
+                      tuning=0.0, norm=8)  # fmt: skip
+    assert np.all(ref.max(axis=-2) > 0.5)
+
+
 def test_chroma_tuning_estimate_refuses_the_device():
     device = emulate.HostDevice()
     with pytest.raises(specux.BackendUnavailableError, match="host"):

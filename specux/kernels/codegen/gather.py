@@ -451,17 +451,27 @@ def _rowmax(barrier: str) -> str:
 
 
 def _colnorm(spec: GatherSpec) -> str:
+    peak = [  # the p-norm as peak * ||a / peak||_p: a ** p neither overflows nor underflows
+        "    real_t peak = (real_t)0;",
+        "    for (long long k = 0; k < count; ++k) {",
+        "        const real_t a = fabs(to_real(in[k * size]));",
+        "        peak = a > peak ? a : peak;",
+        "    }",
+        "    const real_t unit = peak > (real_t)0 ? peak : (real_t)1;",
+    ] if spec.option == "p" else []  # fmt: skip
     accumulate = {
         "inf": "length = a > length ? a : length;",
         "1": "length += a;",
-        "p": "length += pow(a, (real_t)exponent);",
+        "p": "length += pow(a / unit, (real_t)exponent);",
     }[spec.option]
-    finish = "length = pow(length, (real_t)1 / (real_t)exponent);" if spec.option == "p" else ""
+    finish = "length = peak * pow(length, (real_t)1 / (real_t)exponent);" \
+        if spec.option == "p" else ""  # fmt: skip
     return "\n".join([
         "    if (gid >= rows * size) return;",
         "    const long long c = gid % size, r = gid / size;",
         "    const storage_t* in = (const storage_t*)in_ptr + r * count * size + c;",
         "    storage_t* out = (storage_t*)out_ptr + r * count * size + c;",
+        *peak,
         "    real_t length = (real_t)0;",
         "    for (long long k = 0; k < count; ++k) {",
         "        const real_t a = fabs(to_real(in[k * size]));",
