@@ -287,20 +287,33 @@ def chroma(
 
 
 def _constant_q(call: _Call, x, output, eps, pad_mode, **spec_params):
-    """The CQT of ``x`` in the compute dtype (the caller finishes: casts back, or goes on)."""
+    """The CQT of ``x`` in the compute dtype (the caller finishes: casts back, or goes on).
+    ``tuning=None``: librosa's ``estimate_tuning(y=x, sr=sr, bins_per_octave=...)`` (the
+    magnitude of a 2048-point, hop-512 STFT; all signals pooled), as librosa.cqt does."""
+    def check_signal() -> None:
+        if call.kind != "real":
+            raise TypeError(f"x must be a real signal, got {call.input_dtype}")
+        _require_ndim(call, 1)
+        if x.shape[-1] == 0:
+            raise ValueError("x has an empty time axis: the CQT needs at least one sample")
+
+    if spec_params["tuning"] is None:
+        check_signal()
+        bins_per_octave = params.as_int("bins_per_octave", spec_params["bins_per_octave"],
+                                        minimum=1)  # fmt: skip
+        p, w = _stft_setup(call, x, n_fft=2048, hop_length=512, win_length=None,
+                           window="hann", center=True, pad_mode="constant")  # fmt: skip
+        spec_params["tuning"] = _estimate_tuning(call, x, p, w, 1.0, spec_params["sr"],
+                                                 bins_per_octave)  # fmt: skip
     spec, pad_mode, output, eps = cqt_arguments(
         pad_mode=pad_mode, output=output, eps=eps, **spec_params
     )
-    if call.kind != "real":
-        raise TypeError(f"x must be a real signal, got {call.input_dtype}")
-    _require_ndim(call, 1)
-    if x.shape[-1] == 0:
-        raise ValueError("x has an empty time axis: the CQT needs at least one sample")
+    check_signal()
     xr = call.engine.cast(x, call.compute)
     return call.engine.cqt(xr, spec, pad_mode, output, eps)
 
 
-@across_libraries
+@across_libraries(host_only=lambda kwargs: kwargs.get("tuning", 0.0) is None)
 def cqt(
     x: Any,
     *,
@@ -309,7 +322,7 @@ def cqt(
     fmin: float | None = None,
     n_bins: int = 84,
     bins_per_octave: int = 12,
-    tuning: float = 0.0,
+    tuning: float | None = 0.0,
     filter_scale: float = 1.0,
     norm: float | None = 1,
     window: Any = "hann",
@@ -325,7 +338,9 @@ def cqt(
     ``scale``), computed as the direct full-resolution transform (no per-octave resampling,
     no kernel sparsification): each bin correlates the centred, padded signal with its
     wavelet. librosa's own multirate result agrees with it to about 1.5e-2 of the peak (see
-    docs/api.md). ``output``: complex, magnitude, power or db.
+    docs/api.md). ``tuning`` in fractions of a bin; ``None`` estimates it from ``x`` as
+    librosa.cqt does (``estimate_tuning``; reads the signal back to the host). ``output``:
+    complex, magnitude, power or db.
     """
     call = _Call(x, backend, family="cqt")
     return call.finish(_constant_q(
@@ -335,7 +350,7 @@ def cqt(
     ))  # fmt: skip
 
 
-@across_libraries
+@across_libraries(host_only=lambda kwargs: kwargs.get("tuning", 0.0) is None)
 def vqt(
     x: Any,
     *,
@@ -344,7 +359,7 @@ def vqt(
     fmin: float | None = None,
     n_bins: int = 84,
     bins_per_octave: int = 12,
-    tuning: float = 0.0,
+    tuning: float | None = 0.0,
     filter_scale: float = 1.0,
     norm: float | None = 1,
     window: Any = "hann",
@@ -386,10 +401,6 @@ def _chroma_cqt(x, *, sr, n_chroma, tuning, norm, hop_length, backend, extra):
     # One call for the whole chain: the fold, threshold and normalization stay in the compute
     # dtype and only the chroma is cast back (float16 input is rounded once).
     call = _Call(x, backend, family="chroma")
-    if tuning is None:
-        p, w = _stft_setup(call, x, n_fft=2048, hop_length=512, win_length=None,
-                           window="hann", center=True, pad_mode="constant")  # fmt: skip
-        tuning = _estimate_tuning(call, x, p, w, 1.0, sr, bins_per_octave)
     magnitude = _constant_q(
         call, x, "magnitude", 1e-10, extra.get("pad_mode", "constant"), sr=sr,
         hop_length=hop_length, fmin=fmin, n_bins=n_bins, bins_per_octave=bins_per_octave,

@@ -323,6 +323,29 @@ def test_librosa_cqt_and_vqt_agree_to_documented_tolerance(chirp, kind, dtype):
     assert magnitude_err < CQT_TOLERANCES[f"librosa_{kind}_magnitude"]
 
 
+@pytest.mark.parametrize("kind", ["cqt", "vqt"])
+def test_tuning_none_is_librosas_estimate(chirp, kind):
+    """``tuning=None`` estimates the tuning from the signal as librosa.cqt / vqt do
+    (estimate_tuning(y=y, sr=sr, bins_per_octave=...)); the result is the transform at that
+    tuning, and the preset stays within librosa's documented tolerance."""
+    import specux
+    from specux.presets import librosa as preset
+
+    t = np.arange(3 * SR) / SR
+    y = chirp + 10 * np.sin(2 * np.pi * 447 * t)  # a tone 27 cents above A4
+    fn, lib = getattr(specux, kind), getattr(librosa, kind)
+    for bins_per_octave, n_bins in ((12, 84), (24, 168)):
+        estimate = librosa.estimate_tuning(y=y, sr=SR, bins_per_octave=bins_per_octave)
+        assert abs(estimate) > 0.1
+        kw = dict(sr=SR, bins_per_octave=bins_per_octave, n_bins=n_bins)
+        got = fn(y, tuning=None, **kw)
+        assert rel_peak(got, fn(y, tuning=estimate, **kw)) < 1e-12
+    ref = lib(y, sr=SR, tuning=None)
+    assert rel_peak(preset_fn := getattr(preset, kind)(y, tuning=None), ref) < \
+        CQT_TOLERANCES[f"librosa_{kind}_complex"]  # fmt: skip
+    assert preset_fn.shape == ref.shape
+
+
 def test_default_fmin_is_librosas_c1():
     assert C1_HZ == librosa.note_to_hz("C1")
     assert cqt_spec(sr=SR).fmin == C1_HZ

@@ -294,6 +294,10 @@ def test_chroma_tuning_estimate_refuses_the_device():
     device = emulate.HostDevice()
     with pytest.raises(specux.BackendUnavailableError, match="host"):
         specux.chroma(device.upload(_signal(160)), sr=1000, n_fft=32, hop_length=8, tuning=None)
+    for fn in (specux.cqt, specux.vqt):  # their tuning=None estimate too
+        with pytest.raises(specux.BackendUnavailableError, match="host"):
+            fn(device.upload(_signal(400)), sr=1000, hop_length=32, fmin=60.0, n_bins=12,
+               bins_per_octave=6, tuning=None)  # fmt: skip
 
 
 @pytest.mark.parametrize("output", ["complex", "magnitude", "db"])

@@ -257,7 +257,7 @@ if hasattr(specux, "cqt"):
         fmin: float | None = None,
         n_bins: int = 84,
         bins_per_octave: int = 12,
-        tuning: float = 0.0,
+        tuning: float | None = 0.0,
         filter_scale: float = 1.0,
         norm: float | None = 1,
         window: Any = "hann",
@@ -265,7 +265,12 @@ if hasattr(specux, "cqt"):
         pad_mode: str = "constant",
         backend: str = "auto",
     ) -> Any:
-        """``librosa.cqt``: complex ``(..., n_bins, 1 + L // hop_length)`` (``fmin`` default C1)."""
+        """``librosa.cqt``: complex ``(..., n_bins, 1 + L // hop_length)`` (``fmin`` default C1;
+        ``tuning=None`` estimated from ``y`` as librosa does). The filters are normalized at
+        the full sample rate (the direct transform, :func:`specux.cqt`); librosa normalizes
+        each octave's at its downsampled rate, so for ``norm`` other than 1 its lower
+        octaves are smaller than these by 2 ** (1 - 1 / norm) per halving of the rate
+        (``norm=None`` as ``np.inf``: a factor 2; measured, 3 s chirp: 1.41 / 2 per octave)."""
         _signal(y)
         return specux.cqt(
             y, sr=sr, hop_length=hop_length, fmin=fmin, n_bins=n_bins,
@@ -287,7 +292,7 @@ if hasattr(specux, "vqt"):
         n_bins: int = 84,
         gamma: float | None = None,
         bins_per_octave: int = 12,
-        tuning: float = 0.0,
+        tuning: float | None = 0.0,
         filter_scale: float = 1.0,
         norm: float | None = 1,
         window: Any = "hann",
@@ -296,7 +301,7 @@ if hasattr(specux, "vqt"):
         backend: str = "auto",
     ) -> Any:
         """``librosa.vqt``: complex ``(..., n_bins, 1 + L // hop_length)``; ``gamma=None`` is
-        librosa's ERB-based default."""
+        librosa's ERB-based default; ``tuning`` and ``norm`` as :func:`cqt`."""
         _signal(y)
         return specux.vqt(
             y, sr=sr, hop_length=hop_length, fmin=fmin, n_bins=n_bins, gamma=gamma,
