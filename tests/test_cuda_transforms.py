@@ -1207,3 +1207,31 @@ def test_constant_q_gradients_match_cpu_where_supported():
     _, grads_cpu = _weighted_grads(fn, inputs, "cpu")
     _, grads_dev = _weighted_grads(fn, inputs, DEVICE)
     assert rel_l2(_host(grads_dev[0]), _host(grads_cpu[0])) <= F64_REL
+
+
+# ---------------------------------------------------------------------------------------------
+# outputs are not views: they may be changed in place under autograd
+
+
+def test_outputs_change_in_place_under_autograd_on_cuda():
+    """The CUDA kernels fill frame-major buffers and return transposes; the ops hand them out
+    detached (the same memory, not a view), so in-place edits under autograd work and give
+    the out-of-place values and gradients (the mfcc one raised)."""
+    transforms = {
+        "mfcc": lambda x: specux.mfcc(x, sr=16000, n_mfcc=13),
+        "stft": lambda x: specux.stft(x, n_fft=256),
+        "melspectrogram": lambda x: specux.melspectrogram(x, sr=16000),
+        "cqt": lambda x: specux.cqt(x, sr=16000, n_bins=48, output="magnitude"),
+        "istft": lambda x: specux.istft(specux.stft(x, n_fft=256), n_fft=256),
+    }
+    for what, f in transforms.items():
+        x = torch.randn(2, 4000, dtype=torch.float64, device=DEVICE, requires_grad=True)
+        ref = f(x)
+        ref = ref - ref.mean(-1, keepdim=True)
+        got = f(x)
+        assert not got._is_view(), what
+        got -= got.mean(-1, keepdim=True)
+        assert torch.equal(got, ref), what
+        grad_ref, = torch.autograd.grad(ref.abs().sum(), x)
+        grad, = torch.autograd.grad(got.abs().sum(), x)
+        assert torch.equal(grad, grad_ref), what

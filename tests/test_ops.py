@@ -237,6 +237,43 @@ def test_opcheck(name, label, make):
         torch.library.opcheck(op, args)
 
 
+@pytest.mark.parametrize("name,label,make", CASES, ids=[f"{n}-{lbl}" for n, lbl, _ in CASES])
+def test_outputs_are_not_views(name, label, make):
+    """No op hands out a view (the frame-major results were transposes of the buffers the
+    kernels fill): a custom op's view output may not be changed in place under autograd,
+    so ``c -= c.mean(-1, keepdim=True)`` on an mfcc raised. Through the dispatcher and the
+    eager path, with and without gradients."""
+    from specux.ops._declare import call
+
+    for args in (make(), _grad_inputs(make())):
+        for out in (OPS[name].op(*args), call(name, *args)):
+            for o in out if isinstance(out, tuple) else (out,):
+                assert not o._is_view(), (name, label)
+
+
+def test_features_change_in_place_under_autograd():
+    """Cepstral mean normalization in place on an mfcc (and the other frame-major outputs)
+    gives the values and gradients of the out-of-place expression."""
+    transforms = {
+        "mfcc": lambda x: specux.mfcc(x, sr=16000, n_mfcc=13),
+        "lfcc": lambda x: specux.lfcc(x, sr=16000),
+        "stft": lambda x: specux.stft(x, n_fft=256),
+        "melspectrogram": lambda x: specux.melspectrogram(x, sr=16000),
+        "cqt": lambda x: specux.cqt(x, sr=16000, n_bins=48, output="magnitude"),
+        "chroma-cqt": lambda x: specux.chroma(x, sr=16000, source="cqt", norm=None),
+    }
+    for what, f in transforms.items():
+        x = torch.randn(2, 4000, dtype=torch.float64, requires_grad=True)
+        ref = f(x)
+        ref = ref - ref.mean(-1, keepdim=True)
+        got = f(x)
+        got -= got.mean(-1, keepdim=True)
+        assert torch.equal(got, ref), what
+        grad_ref, = torch.autograd.grad(ref.abs().sum(), x)
+        grad, = torch.autograd.grad(got.abs().sum(), x)
+        assert torch.equal(grad, grad_ref), what
+
+
 def _grad_inputs(args):
     return tuple(
         a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) else a

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,6 +45,7 @@ def declare(
     # torch.library.define + impl dispatch in about half the host time of @custom_op.
     torch.library.define(qualname, schema)
     torch.library.register_fake(qualname, fake)
+    kernels = {device: _not_views(kernel) for device, kernel in kernels.items()}
     for device, kernel in kernels.items():
         torch.library.impl(qualname, device, kernel)
     if backward is not None:
@@ -52,6 +54,23 @@ def declare(
     _KERNELS[name] = dict(kernels)
     if backward is not None and setup_context is not None:
         _eager_autograd(name, backward, setup_context)
+
+
+def _not_views(kernel: Callable) -> Callable:
+    """``kernel`` with outputs that are views (the frame-major results, transposes of the
+    buffers the kernels fill) detached: the same memory and strides, but not a view, so the
+    caller may change them in place under autograd (a custom op's view output may not be:
+    ``c -= c.mean(-1, keepdim=True)`` on an mfcc raised)."""
+
+    def fresh(out):
+        return out.detach() if isinstance(out, torch.Tensor) and out._is_view() else out
+
+    @functools.wraps(kernel)
+    def run(*args):
+        out = kernel(*args)
+        return tuple(fresh(o) for o in out) if isinstance(out, tuple) else fresh(out)
+
+    return run
 
 
 def call(name: str, *args):
