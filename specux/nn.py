@@ -13,10 +13,13 @@ Buffers are built in float64 and stored in ``dtype`` (default ``torch.get_defaul
 float32, as torchaudio does), so ``state_dict`` round-trips, ``.to(device)`` moves them, and a
 user may replace them (``module.fb = my_bank``, or :meth:`set_filter` to give float64 values)
 or learn them (``module.fb = torch.nn.Parameter(module.fb.clone())``): the ops' backward
-reaches them. Changing the module's dtype (``.double()``, ``.to(torch.float64)``, ``.half()``)
-rounds a buffer that still holds the filter it was built with afresh from its float64 values,
-so a ``.double()``-ed module equals the float64 function; a replaced or modified buffer (a
-loaded ``state_dict`` with other values included) is cast as usual.
+reaches them. Change a buffer's values in place through the tensor itself (``with
+torch.no_grad(): module.fb.copy_(bank)``), not through ``.data``: conversions to the input's
+dtype and the CUDA kernels' tables of a bank are kept per tensor version, which ``.data``
+edits do not advance. Changing the module's dtype (``.double()``, ``.to(torch.float64)``,
+``.half()``) rounds a buffer that still holds the filter it was built with afresh from its
+float64 values, so a ``.double()``-ed module equals the float64 function; a replaced or
+modified buffer (a loaded ``state_dict`` with other values included) is cast as usual.
 
 Precision: inputs compute as with the functions (float16 / bfloat16 in float32, float32 and
 float64 as themselves; real outputs come back in the input's dtype). Buffers are cast to that
@@ -101,8 +104,11 @@ def _like(buffer: torch.Tensor, x: torch.Tensor, name: str) -> torch.Tensor:
         )
     if buffer.dtype == x.dtype:
         return buffer
-    if buffer.requires_grad or type(buffer) is not torch.Tensor or not plain_eager():
-        return buffer.to(x.dtype)  # in the autograd graph / traced: converted where used
+    if (buffer.requires_grad or type(buffer) is not torch.Tensor or not plain_eager()
+            or torch.is_inference_mode_enabled()):  # fmt: skip
+        # in the autograd graph / traced: converted where used; under inference_mode the copy
+        # would be an inference tensor, which a later call with gradients could not save
+        return buffer.to(x.dtype)
     state = (buffer._version, buffer.data_ptr())
     kept = _CONVERTED.setdefault(buffer, {})
     entry = kept.get(x.dtype)

@@ -257,6 +257,23 @@ def test_buffer_conversions_are_kept_until_the_buffer_changes():
     assert converted.grad_fn is not None and _like(module.fb, x, "fb") is not converted
 
 
+@pytest.mark.parametrize("name", ["MelSpectrogram", "MFCC", "FFTConvolve"])
+def test_inference_mode_call_then_training(name):
+    """A module called under torch.inference_mode on input of another dtype than its buffers,
+    then with gradients: the conversion made under inference mode (an inference tensor,
+    which autograd cannot save) was kept and the backward raised."""
+    module = (nn.FFTConvolve(torch.randn(16)) if name == "FFTConvolve"
+              else getattr(nn, name)(sr=SR, n_fft=64, n_mels=8, **(
+                  {"n_mfcc": 4} if name == "MFCC" else {}))).double()  # fmt: skip
+    x = torch.randn(2, 1000)
+    with torch.inference_mode():
+        evaluated = module(x)
+    x.requires_grad_()
+    out = module(x)
+    out.sum().backward()
+    assert torch.equal(out.detach(), evaluated) and x.grad.abs().sum() > 0
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("name", ["MelSpectrogram", "MFCC", "LFCC", "Chroma"])
 def test_module_half_inputs_like_functions(name, dtype):
