@@ -204,6 +204,9 @@ def _is_minus_one(value: Any) -> bool:
     """An ``s`` entry of -1: the axis keeps its size."""
     if isinstance(value, bool):
         return False
+    if isinstance(value, int) or params.symbolic_int(value):
+        # (== rather than operator.index: a size traced by compile / export stays symbolic)
+        return bool(value == -1)
     try:
         return operator.index(value) == -1
     except TypeError:

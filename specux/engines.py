@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from specux.compat.arrays import NATIVE, NUMPY, TORCH, dtype_name, numpy_name
-from specux.compat.torch_compat import torch_module
+from specux.compat.torch_compat import compiling, torch_module
 from specux.errors import BackendUnavailableError
 from specux.kernels.cpu import conv as cpu_conv
 from specux.kernels.cpu import cqt as cpu_cqt
@@ -144,6 +144,10 @@ class TorchEngine:
     @staticmethod
     def resize(x, axis: int, size: int):
         have = x.shape[axis]
+        if compiling() or not (type(have) is int and type(size) is int):  # no branch on them
+            # (a negative pad crops, as torch.fft resizes: its guards would pin the length)
+            pad = [0, 0] * (x.dim() - 1 - axis % x.dim()) + [0, size - have]
+            return _torch.constant_pad_nd(x, pad)
         if have == size:
             return x
         if have > size:

@@ -119,6 +119,57 @@ def test_compile_automatic_dynamic_lengths():
     _same_as_eager(fn, torch.compile(fn, fullgraph=True, backend="aot_eager"), (1500, 1700, 2101))
 
 
+def _fft_size_cases(fft):
+    """FFT-family calls whose n / s come from the signal's length (``fft``: specux or
+    torch.fft)."""
+    return {
+        "fft": lambda x: fft.fft(x, n=2 * x.shape[-1]),
+        "ifft": lambda x: fft.ifft(x, n=x.shape[-1] - 3),
+        "rfft": lambda x: fft.rfft(x, n=x.shape[-1] + 5),
+        "irfft": lambda x: fft.irfft(fft.rfft(x), n=x.shape[-1]),
+        "hfft": lambda x: fft.hfft(fft.rfft(x), n=x.shape[-1]),
+        "ihfft": lambda x: fft.ihfft(x, n=x.shape[-1] + 1),
+        "fft2": lambda x: fft.fft2(x, s=(3, x.shape[-1] // 2)),
+        "fftn-keep": lambda x: fft.fftn(x, s=(-1, x.shape[-1] // 2)),
+        "irfftn": lambda x: fft.irfftn(fft.rfftn(x), s=(2, x.shape[-1])),
+    }
+
+
+class _Call(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+@pytest.mark.parametrize("name", list(_fft_size_cases(torch.fft)))
+def test_fft_sizes_from_symbolic_lengths(name):
+    """n / s computed from a traced length stay symbolic, as in torch.fft: torch.export with
+    a dynamic length exports (the length was pinned: "Constraints violated") and runs other
+    lengths; torch.compile(dynamic=True) makes one graph for every length (it made 2-3)."""
+    fn, ref = _fft_size_cases(specux)[name], _fft_size_cases(torch.fft)[name]
+    lengths = (40, 41, 64, 100)
+    ep = torch.export.export(_Call(fn), (torch.randn(2, 64, dtype=torch.float64),),
+                             dynamic_shapes=({1: torch.export.Dim("L", min=8, max=4096)},))
+    torch._dynamo.reset()
+    graphs = []
+
+    def counting(gm, inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = torch.compile(fn, dynamic=True, fullgraph=True, backend=counting)
+    for n in lengths:
+        x = torch.randn(2, n, dtype=torch.float64)
+        expected = ref(x)
+        for got in (ep.module()(x), compiled(x)):
+            torch.testing.assert_close(got, expected, rtol=TOLERANCES["float64"],
+                                       atol=TOLERANCES["float64"])  # fmt: skip
+    assert len(graphs) == 1
+
+
 class _Spectrogram(torch.nn.Module):
     def forward(self, x):
         return specux.stft(x, 128, 32, output="db")

@@ -52,12 +52,20 @@ def _describe(value: Any) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
+def symbolic_int(value: Any) -> bool:
+    """A torch.SymInt: a size traced as a symbol (torch.export / compile with dynamic
+    shapes), kept symbolic so sizes derived from a signal's length stay traced."""
+    return type(value).__name__ == "SymInt" and type(value).__module__.startswith("torch")
+
+
 def as_int(name: str, value: Any, *, minimum: int | None = None) -> int:
-    """An integer parameter (Python or numpy int, never bool or float), at least ``minimum``."""
+    """An integer parameter (Python or numpy int, never bool or float; a torch.SymInt kept
+    as it is), at least ``minimum``."""
     if type(value) is not int:  # the common case skips the ABC checks (~1 us a parameter)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise ParameterError(f"{name} must be an integer, got {_describe(value)}")
-        value = int(value)
+        if not symbolic_int(value):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise ParameterError(f"{name} must be an integer, got {_describe(value)}")
+            value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name}={value} is out of range: must be >= {minimum}")
     return value

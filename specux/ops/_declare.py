@@ -9,10 +9,18 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from specux.compat import arrays
 from specux.compat.torch_compat import dtype_name, plain_eager
 from specux.meta import dtypes
 
 NAMESPACE = "specux"
+
+# The dtype names filled before anything is traced: a first call under torch.compile that
+# added one made its guard on the table fail at the next call (one recompilation).
+arrays._TORCH_NAMES.update({d: dtype_name(d) for d in (
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex32,
+    torch.complex64, torch.complex128, torch.bool, torch.uint8, torch.int8, torch.int16,
+    torch.int32, torch.int64)})  # fmt: skip
 
 
 @dataclass(frozen=True)

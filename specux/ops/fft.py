@@ -135,7 +135,7 @@ def _c2r_backward(ctx, grad):
 
 declare(
     "c2r",
-    "(Tensor x, int[] dim, int last_size, str norm) -> Tensor",
+    "(Tensor x, int[] dim, SymInt last_size, str norm) -> Tensor",
     fake=_c2r_fake,
     kernels={"cpu": _c2r_cpu, "cuda": _c2r_cuda},
     backward=_c2r_backward,
