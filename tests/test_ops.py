@@ -590,3 +590,59 @@ def test_check_raises_the_message_for_a_false_bool():
         check(False, lambda: "the bank has 3 columns")
     with pytest.raises(TypeError):  # neither a bool nor a SymBool: torch's own error
         check(1, lambda: "an int")
+
+
+def _raw_cases():
+    x = torch.randn(3, 64, dtype=F64)
+    z = torch.randn(3, 10, dtype=torch.complex128)
+    spec = torch.randn(2, 33, 9, dtype=torch.complex128)
+    frames = torch.randn(2, 5, 16, dtype=F64)
+    mel = ('{"fmax": null, "fmin": 0.0, "htk": false, "kind": "mel", "n_fft": 32, '
+           '"n_mels": 6, "norm": "slaney", "sr": 8000.0}')  # fmt: skip
+    ops = torch.ops.specux
+    stft = (x, None, "hann", 64, 16, 64, True, "constant", False, True, "complex", 1e-10)
+    return [
+        (ops.c2c, (z, [5], True, "backward"), IndexError, r"dim=\[5\] names axis 5 of a tensor "
+         r"with 2 dimension"),
+        (ops.c2c, (z, [1, -1], True, "backward"), ValueError, "names axis 1 twice"),
+        (ops.c2c, (z, [], True, "backward"), ValueError, "at least one axis"),
+        (ops.r2c, (x, [1], "unitary"), ValueError, "norm='unitary' is not one of"),
+        (ops.c2r, (z, [1], 30, "backward"), RuntimeError, "10 bins given for 30 output"),
+        (ops.c2r, (z, [1], 0, "backward"), ValueError, "last_size=0"),
+        (ops.frame, (x, 16, 0, 8, "reflect"), ValueError, "hop_length=0"),
+        (ops.frame, (x, 16, 4, 8, "edge"), ValueError, "pad_mode='edge' is not one of"),
+        (ops.overlap_add, (frames, 100, 4, -1, "constant"), ValueError, "pad=-1"),
+        (ops.stft, (x, None, "hann", 0, *stft[4:]), ValueError, "n_fft=0"),
+        (ops.stft, (*stft[:4], 0, *stft[5:]), ValueError, "hop_length=0"),
+        (ops.stft, (*stft[:2], "hanning", *stft[3:]), ValueError, "window_name='hanning'"),
+        (ops.stft, (*stft[:2], "kaiser", *stft[3:]), ValueError, "window_name='kaiser'"),
+        (ops.stft, (x, torch.ones(60, dtype=F64), "array", *stft[3:]), ValueError,
+         r"window has shape \(60,\), expected \(64,\)"),
+        (ops.stft, (*stft[:7], "bogus", *stft[8:]), ValueError, "pad_mode='bogus'"),
+        (ops.stft, (*stft[:10], "phase", 1e-10), ValueError, "output='phase'"),
+        (ops.istft, (spec, None, "hann", 8, 2, 8, True, False, True, 10), ValueError,
+         r"n_fft=8 \(onesided=True\) needs 5 bins"),
+        (ops.project, (torch.randn(2, 6, 9, dtype=F64), None, "{bad json", None), ValueError,
+         "spec='{bad json' is not a valid key"),
+        (ops.project, (torch.randn(2, 6, 9, dtype=F64), torch.randn(4, 5, dtype=F64), "", None),
+         ValueError, r"matrix has shape \(4, 5\), expected \(n_out, 6\)"),
+        (ops.bank_spectrogram, (*stft[:8], 0.0, None, mel, "power", 1e-10), ValueError,
+         "power=0.0"),
+        (ops.bank_spectrogram, (*stft[:8], 2.0, None, "nope", "power", 1e-10), ValueError,
+         "bank_spec='nope'"),
+        (ops.cqt, (x, "nope", "constant", "complex", 1e-10), ValueError, "spec='nope'"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_raw_cases())))
+def test_raw_ops_check_their_arguments(case):
+    """A direct torch.ops.specux call with a bad argument raises naming it (the public
+    functions check before they call): c2c with a dim past the tensor's dimensions wrapped
+    around, istft of too few bins ran, a zero hop divided by zero, a pad mode alias was a
+    KeyError. The fake kernels check the same (torch.compile / export see the same error)."""
+    op, args, error, match = _raw_cases()[case]
+    with pytest.raises(error, match=match):
+        op(*args)
+    fake_args = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in args]
+    with pytest.raises(error, match=match):
+        op(*fake_args)

@@ -12,6 +12,7 @@ import torch
 from specux.compat import arrays
 from specux.compat.torch_compat import dtype_name, plain_eager
 from specux.meta import dtypes
+from specux.ops import _checks
 
 NAMESPACE = "specux"
 
@@ -52,16 +53,33 @@ def declare(
     qualname = f"{NAMESPACE}::{name}"
     # torch.library.define + impl dispatch in about half the host time of @custom_op.
     torch.library.define(qualname, schema)
-    torch.library.register_fake(qualname, fake)
     kernels = {device: _not_views(kernel) for device, kernel in kernels.items()}
+    checker = getattr(_checks, name, None)  # the raw op's argument checks
+    if checker is not None:
+        fake = _checked(checker, fake)
+    torch.library.register_fake(qualname, fake)
     for device, kernel in kernels.items():
-        torch.library.impl(qualname, device, kernel)
+        torch.library.impl(qualname, device,
+                           kernel if checker is None else _checked(checker, kernel))
     if backward is not None:
         torch.library.register_autograd(qualname, backward, setup_context=setup_context)
     OPS[name] = OpInfo(name, schema, tuple(kernels))
     _KERNELS[name] = dict(kernels)
     if backward is not None and setup_context is not None:
         _eager_autograd(name, backward, setup_context)
+
+
+def _checked(checker: Callable, kernel: Callable) -> Callable:
+    """``kernel`` after ``checker`` (:mod:`specux.ops._checks`) on its arguments: what the
+    dispatcher runs for a direct ``torch.ops.specux`` call. ``call``'s eager path, whose
+    arguments the public functions checked, runs the kernels without it."""
+
+    @functools.wraps(kernel)
+    def run(*args):
+        checker(*args)
+        return kernel(*args)
+
+    return run
 
 
 def _not_views(kernel: Callable) -> Callable:

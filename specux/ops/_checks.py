@@ -1,0 +1,188 @@
+"""Argument checks of the raw ops (``torch.ops.specux.*``, docs/api.md).
+
+The public functions check their parameters before they call an op. A direct call of an op
+is checked here, in its fake kernel and in the kernels the dispatcher runs, so a bad argument
+raises an error naming it -- not a wrong result (a ``c2c`` dim past the tensor's dimensions
+once wrapped around, an ``istft`` of too few bins ran) or an internal error (a division by a
+zero hop, a KeyError for an unknown pad mode). The public functions' own eager calls skip
+these (``_declare.call`` runs the unchecked kernels): their arguments are checked already.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from specux.compat.torch_compat import check
+from specux.meta.cqt_params import ConstantQSpec
+from specux.meta.matrices import MatrixSpec
+from specux.meta.params import (
+    NORMS,
+    OUTPUTS,
+    PAD_MODES,
+    PARAMETRIC_WINDOWS,
+    WINDOW_NAMES,
+    as_float,
+    as_int,
+    stft_params,
+)
+
+
+def _choice(op: str, name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"specux::{op}: {name}={value!r} is not one of {allowed}")
+
+
+def _dims(op: str, x, dim) -> None:
+    ndim = x.dim()
+    if not len(dim):
+        raise ValueError(f"specux::{op}: dim must name at least one axis")
+    seen = set()
+    for d in dim:
+        if not -ndim <= d < ndim:
+            raise IndexError(f"specux::{op}: dim={list(dim)} names axis {d} of a tensor with "
+                             f"{ndim} dimension(s)")  # fmt: skip
+        if d % ndim in seen:
+            raise ValueError(f"specux::{op}: dim={list(dim)} names axis {d % ndim} twice")
+        seen.add(d % ndim)
+
+
+def _spec(op: str, name: str, key: str, parse: Callable) -> Any:
+    try:
+        return parse(key)
+    except Exception as error:  # noqa: BLE001 - any malformed key: say which argument
+        raise ValueError(f"specux::{op}: {name}={key!r} is not a valid key "
+                         f"({type(error).__name__}: {error})") from None  # fmt: skip
+
+
+def _stft(op: str, window, window_name: str, n_fft, hop_length, win_length, center,
+          pad_mode: str | None = None) -> None:  # fmt: skip
+    """The framing arguments the stft-based ops share; ``window`` a tensor of
+    ``win_length`` values, or None and ``window_name`` a window's key."""
+    p = stft_params(n_fft=n_fft, hop_length=hop_length, win_length=win_length, window="hann",
+                    center=center)  # fmt: skip
+    if pad_mode is not None:
+        _choice(op, "pad_mode", pad_mode, PAD_MODES)
+    if window is not None:
+        if window.dim() != 1 or window.shape[0] != p.win_length:
+            raise ValueError(f"specux::{op}: window has shape {tuple(window.shape)}, expected "
+                             f"({p.win_length},) (win_length)")  # fmt: skip
+        return
+    name, _, parameter = window_name.partition(":")
+    if name not in WINDOW_NAMES + PARAMETRIC_WINDOWS or (name in PARAMETRIC_WINDOWS) != bool(
+            parameter):  # fmt: skip
+        raise ValueError(f"specux::{op}: window_name={window_name!r} is not a window key "
+                         f"(one of {WINDOW_NAMES}, or '<name>:<parameter>' for "
+                         f"{PARAMETRIC_WINDOWS}) and no window tensor is given")  # fmt: skip
+    if parameter:
+        as_float("window parameter", _spec(op, "window_name", parameter, float))
+
+
+def _eps(op: str, eps) -> None:
+    """An eps (a floor of magnitudes before a log): >= 0 (the ops' own calls pass 0 where no
+    log is taken)."""
+    if not as_float("eps", eps) >= 0:
+        raise ValueError(f"specux::{op}: eps={eps} is out of range: must be >= 0")
+
+
+def _bank(op: str, bank, bank_spec: str, power) -> None:
+    if not as_float("power", power) > 0:
+        raise ValueError(f"specux::{op}: power={power} is out of range: must be > 0")
+    if bank is None:  # (a bank tensor's width the op's own checks compare with n_fft)
+        _spec(op, "bank_spec", bank_spec, MatrixSpec.from_key)
+
+
+def c2c(x, dim, forward, norm) -> None:
+    _dims("c2c", x, dim)
+    _choice("c2c", "norm", norm, NORMS)
+
+
+def r2c(x, dim, norm) -> None:
+    _dims("r2c", x, dim)
+    _choice("r2c", "norm", norm, NORMS)
+
+
+def c2r(x, dim, last_size, norm) -> None:
+    _dims("c2r", x, dim)
+    _choice("c2r", "norm", norm, NORMS)
+    as_int("last_size", last_size, minimum=1)
+    check(x.shape[dim[-1]] == last_size // 2 + 1,
+          lambda: f"specux::c2r: {x.shape[dim[-1]]} bins given for {last_size} output samples")
+
+
+def frame(x, frame_length, hop_length, pad, pad_mode) -> None:
+    as_int("frame_length", frame_length, minimum=1)
+    as_int("hop_length", hop_length, minimum=1)
+    as_int("pad", pad, minimum=0)
+    _choice("frame", "pad_mode", pad_mode, PAD_MODES)
+
+
+def overlap_add(frames, length, hop_length, pad, pad_mode) -> None:
+    as_int("length", length, minimum=0)
+    as_int("hop_length", hop_length, minimum=1)
+    as_int("pad", pad, minimum=0)
+    _choice("overlap_add", "pad_mode", pad_mode, PAD_MODES)
+
+
+def stft(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
+         normalized, onesided, output, eps) -> None:  # fmt: skip
+    _stft("stft", window, window_name, n_fft, hop_length, win_length, center, pad_mode)
+    _choice("stft", "output", output, OUTPUTS)
+    _eps("stft", eps)
+
+
+def istft(spec, window, window_name, n_fft, hop_length, win_length, center, normalized,
+          onesided, length) -> None:  # fmt: skip
+    _stft("istft", window, window_name, n_fft, hop_length, win_length, center)
+    bins = n_fft // 2 + 1 if onesided else n_fft
+    if spec.dim() < 2 or spec.shape[-2] != bins:
+        raise ValueError(f"specux::istft: spec has shape {tuple(spec.shape)}; n_fft={n_fft} "
+                         f"(onesided={onesided}) needs {bins} bins on axis -2")  # fmt: skip
+    as_int("length", length, minimum=-1)
+
+
+def power_adjoint(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
+                  normalized, power, grad) -> None:  # fmt: skip
+    _stft("power_adjoint", window, window_name, n_fft, hop_length, win_length, center,
+          pad_mode)  # fmt: skip
+    as_float("power", power, positive=True)
+
+
+def bank_spectrogram(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
+                     power, bank, bank_spec, output, eps) -> None:  # fmt: skip
+    _stft("bank_spectrogram", window, window_name, n_fft, hop_length, win_length, center,
+          pad_mode)  # fmt: skip
+    _bank("bank_spectrogram", bank, bank_spec, power)
+    _choice("bank_spectrogram", "output", output, ("power", "db"))
+    _eps("bank_spectrogram", eps)
+
+
+def bank_adjoint(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
+                 power, bank, bank_spec, grad) -> None:  # fmt: skip
+    _stft("bank_adjoint", window, window_name, n_fft, hop_length, win_length, center,
+          pad_mode)  # fmt: skip
+    _bank("bank_adjoint", bank, bank_spec, power)
+
+
+def project(x, matrix, spec, top_db) -> None:
+    if matrix is None:
+        _spec("project", "spec", spec, MatrixSpec.from_key)
+    elif matrix.dim() != 2 or x.dim() < 2 or matrix.shape[1] != x.shape[-2]:
+        raise ValueError(f"specux::project: matrix has shape {tuple(matrix.shape)}, expected "
+                         f"(n_out, {x.shape[-2] if x.dim() >= 2 else '?'}) for x of shape "
+                         f"{tuple(x.shape)}")  # fmt: skip
+    if top_db is not None and not as_float("top_db", top_db) >= 0:
+        raise ValueError(f"specux::project: top_db={top_db} is out of range: must be >= 0")
+
+
+def cqt(x, spec, pad_mode, output, eps) -> None:
+    _spec("cqt", "spec", spec, ConstantQSpec.from_key)
+    _choice("cqt", "pad_mode", pad_mode, PAD_MODES)
+    _choice("cqt", "output", output, OUTPUTS)
+    _eps("cqt", eps)
+
+
+def cqt_adjoint(grad, spec, pad_mode, length) -> None:
+    _spec("cqt_adjoint", "spec", spec, ConstantQSpec.from_key)
+    _choice("cqt_adjoint", "pad_mode", pad_mode, PAD_MODES)
+    as_int("length", length, minimum=1)
