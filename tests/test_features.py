@@ -578,6 +578,18 @@ def test_chroma_p_norm_float32_at_any_scale(rng, scale, norm):
         assert rel_peak(t.numpy(), ref) <= PEAK32
 
 
+@pytest.mark.parametrize("n_fft", [511, 2047, 2048])
+def test_chroma_tuning_estimate_as_librosa_for_odd_n_fft(n_fft):
+    """chroma(tuning=None) estimates as librosa.feature.chroma_stft, which takes the bins of
+    an odd n_fft for those of n_fft - 1 points (specux used the true n_fft: 1.8e-2 of the
+    peak apart at n_fft=511)."""
+    rng = np.random.default_rng(0)
+    y = np.sin(2 * np.pi * 452 * np.arange(22050) / 22050) + 0.1 * rng.standard_normal(22050)
+    got = specux.chroma(y, sr=22050, n_fft=n_fft, tuning=None)
+    lib = librosa.feature.chroma_stft(y=y, sr=22050, n_fft=n_fft)
+    assert rel_peak(got, lib) <= PEAK32  # librosa builds its filters in float32
+
+
 def test_chroma_unsupported_options(rng):
     x = _signal(rng, 3000)
     with pytest.raises(ValueError, match="source"):

@@ -87,9 +87,10 @@ def test_librosa_stft_istft(kwargs):
     if inverse.get("center", True):
         assert rel_l2(sl.istft(ref, **inverse), librosa.istft(ref, **inverse)) <= F64
     if inverse.get("center", True):
-        for length in (4000, 5000):
+        for length in (4000, 5000, 0):  # 0: not given, as librosa's `if length:`
             got = sl.istft(ref, length=length, **inverse)
-            assert rel_l2(got, librosa.istft(ref, length=length, **inverse)) <= F64
+            expected = librosa.istft(ref, length=length, **inverse)
+            assert got.shape == expected.shape and rel_l2(got, expected) <= F64
 
 
 def test_librosa_istft_raises_where_librosa_leaves_samples_unnormalized():

@@ -78,7 +78,7 @@ def istft(
     """
     return specux.istft(
         stft_matrix, n_fft=n_fft, hop_length=hop_length, win_length=win_length, window=window,
-        center=center, length=length, backend=backend,
+        center=center, length=length or None, backend=backend,  # librosa: 0 means not given
     )  # fmt: skip
 
 
@@ -184,7 +184,8 @@ def chroma_stft(
 
     The chroma filters (``librosa.filters.chroma``) on the power spectrogram, each frame
     normalized to unit ``norm``. ``tuning=None`` (librosa's default) estimates the tuning from
-    the signal as ``librosa.estimate_tuning`` does, pooled over all signals; that step reads the
+    the signal as ``librosa.estimate_tuning`` does (for an odd ``n_fft`` taking the bins for
+    those of ``n_fft - 1`` points, as librosa), pooled over all signals; that step reads the
     spectrogram on the host and is not differentiable: pass ``tuning=0.0`` (A440) or a known
     value for torch inputs on a GPU, gradients through the tuning, or ``torch.compile``.
     """
