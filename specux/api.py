@@ -161,7 +161,7 @@ def _nd_axes(call: _Call, x, s, dim, axes, default_last: int | None, name: str):
     sequence of integers."""
     dim = _pick_alias("dim", dim, "axes", axes, None)
     if s is not None:
-        s = tuple(s) if _is_sequence(s) else (s,)
+        s = _entries(s) if _is_sequence(s) else (s,)
         s = tuple(v if _is_minus_one(v) else _size("s", v) for v in s)
     if dim is None:
         # the 2-D transforms' axes are the last two whatever s holds (numpy and torch raise
@@ -181,7 +181,7 @@ def _nd_axes(call: _Call, x, s, dim, axes, default_last: int | None, name: str):
             )
         dims = tuple(range(call.ndim - count, call.ndim))
     else:
-        dims = params.axes("dim", tuple(dim) if _is_sequence(dim) else dim, call.ndim)
+        dims = params.axes("dim", _entries(dim) if _is_sequence(dim) else dim, call.ndim)
     if s is not None and len(s) != len(dims):
         raise ValueError(f"s={s} and dim={tuple(dims)} must have the same length")
     if s is not None:  # -1: the input's size, the c2r output's default on its last axis
@@ -193,6 +193,14 @@ def _nd_axes(call: _Call, x, s, dim, axes, default_last: int | None, name: str):
         raise ValueError(f"{name} must transform at least one axis (dim names none, or x is "
                          "0-d)")  # fmt: skip
     return dims, s
+
+
+def _entries(value: Any) -> tuple:
+    """The entries of a tuple / list, or of a 1-D array / tensor as Python scalars (a 1-D
+    tensor's entries are 0-d tensors, which the integer checks refuse)."""
+    if isinstance(value, (tuple, list)):
+        return tuple(value)
+    return tuple(value.tolist())
 
 
 def _is_sequence(value: Any) -> bool:

@@ -418,6 +418,9 @@ def test_nd_s_entries_of_minus_one_and_array_arguments(fn, lib, rng):
     assert rel_l2(got, ref(x, s=(x.shape[2], 5), axes=(2, 1))) <= TOLERANCES["float64"]
     got = to_np(f(to_lib(x, lib), s=np.array([4, 5]), dim=np.array([0, 2])))
     assert rel_l2(got, ref(x, s=(4, 5), axes=(0, 2))) <= TOLERANCES["float64"]
+    if lib == "torch":  # 1-D tensors too (their entries, 0-d tensors, were refused)
+        got = to_np(f(to_lib(x, lib), s=torch.tensor([4, 5]), dim=torch.tensor([0, 2])))
+        assert rel_l2(got, ref(x, s=(4, 5), axes=(0, 2))) <= TOLERANCES["float64"]
 
 
 @pytest.mark.parametrize("lib", LIBS)
