@@ -55,14 +55,16 @@ def demo(png: str | None) -> int:
     import numpy as np
 
     import specux
-    from specux import routing
+    from specux import routing, transport
 
     sr, seconds = 16000, 2.0
     t = np.arange(int(sr * seconds)) / sr
     # Linear chirp 100 Hz -> 6 kHz plus a steady 1 kHz tone.
     x = np.sin(2 * np.pi * (100 * t + (6000 - 100) / (2 * seconds) * t**2)).astype(np.float32)
     x += 0.25 * np.sin(2 * np.pi * 1000 * t).astype(np.float32)
-    backend = routing.route(x, "auto").backend
+    # a numpy array runs on the GPU when one can (transport): say so, not the array's device
+    on_gpu = transport.numpy_runs_on_cuda("auto")
+    backend = "cuda" if on_gpu else routing.route(x, "auto").backend
     specux.stft(x, n_fft=1024, hop_length=256, output="db")  # warm-up
     start = time.perf_counter()
     S = specux.stft(x, n_fft=1024, hop_length=256, output="db")
@@ -74,7 +76,10 @@ def demo(png: str | None) -> int:
     print(f"signal: {x.shape[0]} samples, chirp 100 Hz -> 6 kHz at {sr} Hz")
     print(f"stft(n_fft=1024, hop_length=256, output='db'): shape {S.shape}, dtype {S.dtype}")
     detail = "numpy" if isinstance(S, np.ndarray) else str(type(S))
-    if backend == "cpu":
+    if on_gpu:
+        route = "through torch" if transport._torch_on_cuda() else "torch-free"
+        detail += f" in and out, computed by the generated CUDA kernels ({route})"
+    elif backend == "cpu":
         from specux.kernels.cpu import fft as cpu_fft
 
         detail += f", FFTs by {cpu_fft.provider()}"

@@ -1,8 +1,9 @@
 """Process-wide runtime options (determinism, autotune), read by every backend.
 
-Environment switches: ``SPECUX_DETERMINISTIC=1`` starts with deterministic mode on;
-``SPECUX_TENSOR_CORES=0`` keeps float32 products off the tensor cores (see
-:func:`tensor_cores_enabled`).
+Environment switches (:func:`env_flag`: 1 / true / yes / on, 0 / false / no / off):
+``SPECUX_DETERMINISTIC=1`` starts with deterministic mode on; ``SPECUX_TENSOR_CORES=0`` keeps
+float32 products off the tensor cores (see :func:`tensor_cores_enabled`);
+``SPECUX_DISK_CACHE=0`` keeps compiled kernels in memory only.
 """
 
 from __future__ import annotations
@@ -12,8 +13,30 @@ import sys
 
 import numpy as np
 
+_OFF = ("0", "false", "no", "off")
+_ON = ("1", "true", "yes", "on")
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """An on / off environment switch: 1 / true / yes / on, 0 / false / no / off (any case);
+    unset or empty gives ``default``, anything else warns and gives ``default`` too (a value
+    such as "false" once counted as on for SPECUX_DETERMINISTIC)."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    if value:
+        import warnings
+
+        warnings.warn(f"{name}={os.environ[name]!r} is not an on / off value (1, true, yes, on "
+                      f"/ 0, false, no, off): using the default, {'on' if default else 'off'}",
+                      stacklevel=2)  # fmt: skip
+    return default
+
+
 # Process-wide like torch's own flag: autograd may run a backward on another thread.
-_deterministic = os.environ.get("SPECUX_DETERMINISTIC", "0").strip() not in ("", "0")
+_deterministic = env_flag("SPECUX_DETERMINISTIC", False)
 
 
 def _torch_deterministic() -> bool:
@@ -63,8 +86,8 @@ def tensor_cores_enabled() -> bool:
     run on the tensor cores of a CUDA device that has them (compute capability 8.0 or
     later), as three tf32 products per step ("3xTF32": within float32 rounding of the SIMT
     kernels, not their bits); False when ``SPECUX_TENSOR_CORES=0`` (the float32 SIMT
-    kernels then run). Read at each call."""
-    return os.environ.get("SPECUX_TENSOR_CORES", "1").strip() != "0"
+    kernels then run; also false / no / off). Read at each call."""
+    return env_flag("SPECUX_TENSOR_CORES", True)
 
 
 def cache_dir() -> str:
@@ -82,5 +105,5 @@ def cache_dir() -> str:
 
 
 def disk_cache_enabled() -> bool:
-    """False when ``SPECUX_DISK_CACHE=0``."""
-    return os.environ.get("SPECUX_DISK_CACHE", "1").strip() != "0"
+    """False when ``SPECUX_DISK_CACHE=0`` (or false / no / off)."""
+    return env_flag("SPECUX_DISK_CACHE", True)

@@ -54,6 +54,28 @@ def test_demo_reports_shape_backend_and_time(tmp_path):
     assert "time:" in out and " ms" in out
 
 
+def test_demo_names_the_gpu_when_numpy_input_runs_there(monkeypatch, capsys):
+    """On a GPU machine the demo's numpy signal runs on CUDA (transport): the demo said
+    "backend: cpu", the array's device. Here the GPU route is simulated (the calls counted,
+    then computed on the CPU)."""
+    import specux.transport as transport
+    from specux.__main__ import demo
+
+    routed = []
+
+    def staged(fn, bound, *rest):
+        routed.append(fn.__name__)
+        return fn(*bound.args, **{**bound.kwargs, "backend": "cpu"})
+
+    monkeypatch.setattr(transport, "numpy_runs_on_cuda", lambda backend: True)
+    monkeypatch.setattr(transport, "_through_torch", staged)
+    monkeypatch.setattr(transport, "_through_native", staged)
+    assert demo(None) == 0
+    out = capsys.readouterr().out
+    assert "backend: cuda (numpy in and out, computed by the generated CUDA kernels" in out
+    assert routed and set(routed) <= {"stft", "melspectrogram"}
+
+
 def test_cpu_benchmark_script_runs_and_prints_ratios():
     # bench/cpu.py end to end on one workload, one round of one call (a smoke test: no
     # timing is asserted, only that every contender ran and the table is complete)

@@ -485,6 +485,36 @@ def test_import_without_torch(tmp_path):
 # deterministic mode
 
 
+def test_environment_switches_read_on_and_off_spellings(monkeypatch):
+    """SPECUX_DETERMINISTIC / _TENSOR_CORES / _DISK_CACHE: 1 / true / yes / on and
+    0 / false / no / off in any case; unset or empty is the default; another value warns
+    and keeps the default (SPECUX_DETERMINISTIC=false once turned the mode on)."""
+    from specux import options
+
+    for value, expected in (("1", True), ("TRUE", True), (" yes ", True), ("On", True),
+                            ("0", False), ("false", False), ("No", False), ("off", False)):
+        monkeypatch.setenv("SPECUX_X", value)
+        assert options.env_flag("SPECUX_X", not expected) is expected, value
+    for default in (True, False):
+        monkeypatch.setenv("SPECUX_X", "")
+        assert options.env_flag("SPECUX_X", default) is default
+        monkeypatch.delenv("SPECUX_X")
+        assert options.env_flag("SPECUX_X", default) is default
+        monkeypatch.setenv("SPECUX_X", "maybe")
+        with pytest.warns(UserWarning, match="SPECUX_X='maybe' is not an on / off value"):
+            assert options.env_flag("SPECUX_X", default) is default
+    monkeypatch.setenv("SPECUX_DISK_CACHE", "false")
+    monkeypatch.setenv("SPECUX_TENSOR_CORES", "off")
+    assert not options.disk_cache_enabled() and not options.tensor_cores_enabled()
+    script = "import specux.options as o; print(o.is_deterministic())"
+    env = dict(os.environ, SPECUX_DETERMINISTIC="false")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
+
+
 @pytest.fixture
 def restore_determinism():
     from specux import options

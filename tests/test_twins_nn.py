@@ -175,6 +175,12 @@ def test_constant_q_twins_when_available(name):
     np.testing.assert_array_equal(
         twin(x), getattr(specux, function)(x, sr=22050, n_bins=24, hop_length=256)
     )
+    # construction probes with one sample: it once took 2 * hop_length (here 16 TB of zeros,
+    # a MemoryError), where the function itself runs at once
+    huge = getattr(twins, name)(sr=22050, n_bins=24, hop_length=10**12)
+    np.testing.assert_array_equal(
+        huge(x), getattr(specux, function)(x, sr=22050, n_bins=24, hop_length=10**12)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
