@@ -45,7 +45,22 @@ def numpy_runs_on_cuda(backend: str) -> bool:
         return False
     if routing.cuda_driver_reason() is not None:
         return False  # no driver: auto means the CPU (and "cuda" raises in routing)
-    return routing.backend_unavailable_reason("cuda") is None
+    reason = routing.backend_unavailable_reason("cuda")
+    if reason is not None and backend == "auto":
+        _warn_numpy_on_cpu(reason)  # a GPU that cannot be used: said once, never silent
+    return reason is None
+
+
+@functools.cache
+def _warn_numpy_on_cpu(reason: str) -> None:
+    import warnings
+
+    warnings.warn(
+        f"an NVIDIA driver is present but specux's CUDA backend cannot run ({reason}): numpy "
+        "inputs with backend='auto' run on the CPU. Install the cuda13 / cuda12 extra, or pass "
+        "backend='cpu' to choose the CPU explicitly.",
+        stacklevel=4,
+    )
 
 
 def _torch_on_cuda() -> bool:

@@ -485,6 +485,37 @@ def test_import_without_torch(tmp_path):
 # deterministic mode
 
 
+# the route decision itself (conftest pins numpy inputs to the CPU in every unmarked test)
+_NUMPY_RUNS_ON_CUDA = specux.transport.numpy_runs_on_cuda
+
+
+def test_numpy_on_a_machine_whose_gpu_cannot_run_warns_once(monkeypatch):
+    """A driver but no usable CUDA backend (e.g. no NVRTC): numpy inputs under
+    backend="auto" run on the CPU, as seed-backends says, but not silently: one warning
+    a reason. backend="cpu" asks for the CPU and does not warn."""
+    import warnings
+
+    import specux.transport as transport
+    from specux import routing
+
+    monkeypatch.setattr(transport, "numpy_runs_on_cuda", _NUMPY_RUNS_ON_CUDA)
+    monkeypatch.setattr(routing, "cuda_driver_reason", lambda: None)
+    reason = routing.backend_unavailable_reason
+    monkeypatch.setattr(routing, "backend_unavailable_reason", lambda backend, family=None: (
+        "NVRTC was not found (test)" if backend == "cuda" else reason(backend, family)))
+    transport._warn_numpy_on_cpu.cache_clear()
+    x = np.random.default_rng(0).standard_normal(2000)
+    with pytest.warns(UserWarning, match=r"CUDA backend cannot run \(NVRTC was not found"):
+        first = specux.stft(x, n_fft=256)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = specux.stft(x, n_fft=256)
+        explicit = specux.stft(x, n_fft=256, backend="cpu")
+    assert isinstance(first, np.ndarray) and np.array_equal(first, again)
+    assert np.array_equal(first, explicit)
+    transport._warn_numpy_on_cpu.cache_clear()
+
+
 def test_environment_switches_read_on_and_off_spellings(monkeypatch):
     """SPECUX_DETERMINISTIC / _TENSOR_CORES / _DISK_CACHE: 1 / true / yes / on and
     0 / false / no / off in any case; unset or empty is the default; another value warns
