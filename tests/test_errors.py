@@ -485,6 +485,18 @@ def test_import_without_torch(tmp_path):
 # deterministic mode
 
 
+def test_absurdly_large_integers_are_out_of_range(x):
+    """Integer parameters past 2**48 raise ValueError naming them (they were OverflowErrors
+    from numpy's strides, or "pad_width must be of integral type")."""
+    for f, kw in ((specux.stft, dict(n_fft=256, hop_length=2**60)),
+                  (specux.fft, dict(n=10**30)),
+                  (specux.melspectrogram, dict(sr=16000, hop_length=2**60)),
+                  (specux.cqt, dict(sr=16000, hop_length=2**50))):  # fmt: skip
+        name = next(iter(k for k in kw if k in ("hop_length", "n")))
+        _raises(ValueError, rf"{name}=\d+ is out of range: must be within \+-2\*\*48", f, x,
+                **kw)  # fmt: skip
+
+
 # the route decision itself (conftest pins numpy inputs to the CPU in every unmarked test)
 _NUMPY_RUNS_ON_CUDA = specux.transport.numpy_runs_on_cuda
 

@@ -52,6 +52,11 @@ def _describe(value: Any) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
+# The largest magnitude of an integer parameter: 2**48 elements (a size, hop or length; no
+# signal comes near it, and beyond 2**59 a size's byte count no longer fits in int64).
+LARGEST_INT = 2**48
+
+
 def symbolic_int(value: Any) -> bool:
     """A torch.SymInt: a size traced as a symbol (torch.export / compile with dynamic
     shapes), kept symbolic so sizes derived from a signal's length stay traced."""
@@ -62,12 +67,17 @@ def as_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     """An integer parameter (Python or numpy int, never bool or float; a torch.SymInt kept
     as it is), at least ``minimum``."""
     if type(value) is not int:  # the common case skips the ABC checks (~1 us a parameter)
-        if not symbolic_int(value):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise ParameterError(f"{name} must be an integer, got {_describe(value)}")
-            value = int(value)
+        if symbolic_int(value):  # (no upper bound: a guard would narrow a dynamic range)
+            if minimum is not None and value < minimum:
+                raise ValueError(f"{name}={value} is out of range: must be >= {minimum}")
+            return value
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ParameterError(f"{name} must be an integer, got {_describe(value)}")
+        value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name}={value} is out of range: must be >= {minimum}")
+    if not -LARGEST_INT <= value <= LARGEST_INT:  # (sizes past it overflow int64 byte counts)
+        raise ValueError(f"{name}={value} is out of range: must be within +-2**48")
     return value
 
 
