@@ -1,4 +1,5 @@
-"""Argument checks of the raw ops (``torch.ops.specux.*``, docs/api.md).
+"""Argument checks of the raw ops (``torch.ops.specux.*``, docs/api.md): the values, and the
+shapes that must agree (a cotangent and the output it belongs to, frames and a length).
 
 The public functions check their parameters before they call an op. A direct call of an op
 is checked here, in its fake kernel and in the kernels the dispatcher runs, so a bad argument
@@ -14,7 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from specux.compat.torch_compat import check
+from specux.meta import matrices, shapes
 from specux.meta.cqt_params import ConstantQSpec
+from specux.meta.cqt_shapes import cqt_n_frames
 from specux.meta.matrices import MatrixSpec
 from specux.meta.params import (
     NORMS,
@@ -24,6 +27,7 @@ from specux.meta.params import (
     WINDOW_NAMES,
     as_float,
     as_int,
+    axes,
     stft_params,
 )
 
@@ -34,17 +38,27 @@ def _choice(op: str, name: str, value: Any, allowed: tuple[str, ...]) -> None:
 
 
 def _dims(op: str, x, dim) -> None:
-    ndim = x.dim()
     if not len(dim):
         raise ValueError(f"specux::{op}: dim must name at least one axis")
-    seen = set()
-    for d in dim:
-        if not -ndim <= d < ndim:
-            raise IndexError(f"specux::{op}: dim={list(dim)} names axis {d} of a tensor with "
-                             f"{ndim} dimension(s)")  # fmt: skip
-        if d % ndim in seen:
-            raise ValueError(f"specux::{op}: dim={list(dim)} names axis {d % ndim} twice")
-        seen.add(d % ndim)
+    axes("dim", dim, x.dim())  # in range, none repeated
+
+
+def n_out(matrix, spec: str) -> int:
+    """Rows of a project / filterbank matrix: the tensor's, or those its spec names."""
+    return matrix.shape[0] if matrix is not None else matrices.shape(MatrixSpec.from_key(spec))[0]
+
+
+def _stft_cotangent(op: str, x, n_fft, hop_length, center, grad, rows=None) -> tuple:
+    """That ``grad`` has the shape of the (one-sided) stft of ``x`` -- with ``rows`` in
+    place of its bins (a filterbank's bands); returns the stft's bins."""
+    *batch, n_freq, count = shapes.stft_shape(
+        x.shape, n_fft, hop_length, n_fft // 2 if center else 0, True
+    )
+    expected = (*batch, n_freq if rows is None else rows, count)
+    what = "the stft's" if rows is None else "the filterbank spectrogram's"
+    check(tuple(grad.shape) == expected,
+          lambda: f"specux::{op}: grad of shape {tuple(grad.shape)}, {what} is {expected}")
+    return n_freq
 
 
 def _spec(op: str, name: str, key: str, parse: Callable) -> Any:
@@ -122,6 +136,10 @@ def overlap_add(frames, length, hop_length, pad, pad_mode) -> None:
     as_int("hop_length", hop_length, minimum=1)
     as_int("pad", pad, minimum=0)
     _choice("overlap_add", "pad_mode", pad_mode, PAD_MODES)
+    expected = shapes.n_frames(length, frames.shape[-1], hop_length, pad)
+    check(frames.shape[-2] == expected,
+          lambda: f"specux::overlap_add: {frames.shape[-2]} frames given, {expected} cover "
+          f"length={length} with pad={pad}")  # fmt: skip
 
 
 def stft(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
@@ -146,6 +164,7 @@ def power_adjoint(x, window, window_name, n_fft, hop_length, win_length, center,
     _stft("power_adjoint", window, window_name, n_fft, hop_length, win_length, center,
           pad_mode)  # fmt: skip
     as_float("power", power, positive=True)
+    _stft_cotangent("power_adjoint", x, n_fft, hop_length, center, grad)
 
 
 def bank_spectrogram(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
@@ -162,6 +181,12 @@ def bank_adjoint(x, window, window_name, n_fft, hop_length, win_length, center, 
     _stft("bank_adjoint", window, window_name, n_fft, hop_length, win_length, center,
           pad_mode)  # fmt: skip
     _bank("bank_adjoint", bank, bank_spec, power)
+    n_freq = _stft_cotangent("bank_adjoint", x, n_fft, hop_length, center, grad,
+                             n_out(bank, bank_spec))  # fmt: skip
+    width = bank.shape[-1] if bank is not None else (
+        matrices.shape(MatrixSpec.from_key(bank_spec))[1])  # fmt: skip
+    check(width == n_freq,
+          lambda: f"specux::bank_adjoint: the bank has {width} columns, the stft {n_freq} bins")
 
 
 def project(x, matrix, spec, top_db) -> None:
@@ -183,6 +208,10 @@ def cqt(x, spec, pad_mode, output, eps) -> None:
 
 
 def cqt_adjoint(grad, spec, pad_mode, length) -> None:
-    _spec("cqt_adjoint", "spec", spec, ConstantQSpec.from_key)
+    s = _spec("cqt_adjoint", "spec", spec, ConstantQSpec.from_key)
     _choice("cqt_adjoint", "pad_mode", pad_mode, PAD_MODES)
     as_int("length", length, minimum=1)
+    expected = cqt_n_frames(length, s.hop_length)
+    check(grad.shape[-2] == s.n_bins and grad.shape[-1] == expected,
+          lambda: f"specux::cqt_adjoint: got {tuple(grad.shape[-2:])} (bins, frames), expected "
+          f"({s.n_bins}, {expected}) for length={length}")  # fmt: skip

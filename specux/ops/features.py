@@ -17,11 +17,11 @@ import numpy as np
 import torch
 
 from specux.compat.arrays import numpy_name
-from specux.compat.torch_compat import check
 from specux.kernels.cpu import features as cpu_features
 from specux.kernels.cpu import stft as cpu_stft
 from specux.meta import matrices, shapes
 from specux.meta.matrices import MatrixSpec
+from specux.ops._checks import n_out
 from specux.ops._declare import call, declare, from_numpy, numpy_dtype, to_numpy
 from specux.ops.stft import (
     complex_adjoint,
@@ -34,11 +34,6 @@ from specux.ops.stft import (
     spectrum_cotangent,
     stft,
 )
-
-
-def _n_out(matrix, spec: str) -> int:
-    return matrix.shape[0] if matrix is not None else matrices.shape(MatrixSpec.from_key(spec))[0]
-
 
 # ---------------------------------------------------------------------------------------------
 # bank_spectrogram
@@ -55,7 +50,7 @@ def _bank_fake(x, window, window_name, n_fft, hop_length, win_length, center, pa
     *batch, _, count = shapes.stft_shape(
         x.shape, n_fft, hop_length, n_fft // 2 if center else 0, True
     )
-    return x.new_empty((*batch, count, _n_out(bank, bank_spec))).transpose(-1, -2)
+    return x.new_empty((*batch, count, n_out(bank, bank_spec))).transpose(-1, -2)
 
 
 def _bank_cpu(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode, power,
@@ -158,35 +153,13 @@ _BANK_ADJOINT_SCHEMA = (
 )
 
 
-def _bank_adjoint_check(x, n_fft, hop_length, center, bank, bank_spec, grad):
-    *batch, n_freq, count = shapes.stft_shape(
-        x.shape, n_fft, hop_length, n_fft // 2 if center else 0, True
-    )
-    width = bank.shape[-1] if bank is not None else (
-        matrices.shape(MatrixSpec.from_key(bank_spec))[1])  # fmt: skip
-    check(
-        width == n_freq,
-        lambda: f"specux::bank_adjoint: the bank has {width} columns, the stft {n_freq} bins",
-    )
-    expected = (*batch, _n_out(bank, bank_spec), count)
-    check(
-        tuple(grad.shape) == expected,
-        lambda: (
-            f"specux::bank_adjoint: grad of shape {tuple(grad.shape)}, the filterbank "
-            f"spectrogram's is {expected}"
-        ),
-    )
-
-
 def _bank_adjoint_fake(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
                        power, bank, bank_spec, grad):  # fmt: skip
-    _bank_adjoint_check(x, n_fft, hop_length, center, bank, bank_spec, grad)
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
 def _bank_adjoint_cpu(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
                       power, bank, bank_spec, grad):  # fmt: skip
-    _bank_adjoint_check(x, n_fft, hop_length, center, bank, bank_spec, grad)
     p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, False, True)
     dense = _dense(bank, bank_spec, x.dtype)
     factors = cpu_features.project(to_numpy(grad), dense.T)  # bank^T G: (..., n_freq, T)
@@ -198,7 +171,6 @@ def _bank_adjoint_cuda(x, window, window_name, n_fft, hop_length, win_length, ce
                        pad_mode, power, bank, bank_spec, grad):  # fmt: skip
     from specux.kernels.cuda import transforms
 
-    _bank_adjoint_check(x, n_fft, hop_length, center, bank, bank_spec, grad)
     p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, False, True)
     if transforms.bank_adjoint_fused(x, p):
         return transforms.power_adjoint(x, window, p, power, grad, bank, bank_spec)
@@ -256,7 +228,7 @@ def bank_adjoint(x, window, window_name, n_fft, hop_length, win_length, center, 
 
 def _project_fake(x, matrix, spec, top_db):
     # Frame-major in memory, like the spectrograms it maps: each frame's features contiguous.
-    return x.new_empty((*x.shape[:-2], x.shape[-1], _n_out(matrix, spec))).transpose(-1, -2)
+    return x.new_empty((*x.shape[:-2], x.shape[-1], n_out(matrix, spec))).transpose(-1, -2)
 
 
 def _dense(matrix, spec: str, dtype: torch.dtype) -> np.ndarray:

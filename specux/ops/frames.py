@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import torch
 
-from specux.compat.torch_compat import check
 from specux.kernels.cpu import frames as cpu_frames
 from specux.meta import shapes
 from specux.ops._declare import call, declare, from_numpy, to_numpy
@@ -58,22 +57,11 @@ def frame(x: torch.Tensor, frame_length: int, hop_length: int, pad: int, pad_mod
     return call("frame", x, frame_length, hop_length, pad, pad_mode)
 
 
-def _check_count(frames, length, hop_length, pad):
-    expected = shapes.n_frames(length, frames.shape[-1], hop_length, pad)
-    check(
-        frames.shape[-2] == expected,
-        lambda: f"specux::overlap_add: {frames.shape[-2]} frames given, {expected} cover "
-        f"length={length} with pad={pad}",
-    )
-
-
 def _overlap_add_fake(frames, length, hop_length, pad, pad_mode):
-    _check_count(frames, length, hop_length, pad)
     return frames.new_empty(shapes.overlap_add_shape(frames.shape, length))
 
 
 def _overlap_add_cpu(frames, length, hop_length, pad, pad_mode):
-    _check_count(frames, length, hop_length, pad)
     out = cpu_frames.overlap_add_padded(to_numpy(frames), length, hop_length, pad, pad_mode)
     return from_numpy(out)
 
@@ -81,7 +69,6 @@ def _overlap_add_cpu(frames, length, hop_length, pad, pad_mode):
 def _overlap_add_cuda(frames, length, hop_length, pad, pad_mode):
     from specux.kernels.cuda import transforms
 
-    _check_count(frames, length, hop_length, pad)
     return transforms.overlap_add(frames, length, hop_length, pad, pad_mode)
 
 

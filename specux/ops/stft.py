@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-from specux.compat.torch_compat import check, dtype_name, plain_eager
+from specux.compat.torch_compat import dtype_name, plain_eager
 from specux.kernels.cpu import stft as cpu_stft
 from specux.meta import shapes
 from specux.meta.params import StftParams, WindowSpec, dual_norm
@@ -301,28 +301,13 @@ _POWER_ADJOINT_SCHEMA = (
 )
 
 
-def _power_adjoint_check(x, n_fft, hop_length, center, grad):
-    *batch, n_freq, count = shapes.stft_shape(
-        x.shape, n_fft, hop_length, n_fft // 2 if center else 0, True
-    )
-    check(
-        tuple(grad.shape) == (*batch, n_freq, count),
-        lambda: (
-            f"specux::power_adjoint: grad of shape {tuple(grad.shape)}, the stft's is "
-            f"{(*batch, n_freq, count)}"
-        ),
-    )
-
-
 def _power_adjoint_fake(x, window, window_name, n_fft, hop_length, win_length, center,
                         pad_mode, normalized, power, grad):  # fmt: skip
-    _power_adjoint_check(x, n_fft, hop_length, center, grad)
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
 def _power_adjoint_cpu(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,
                        normalized, power, grad):  # fmt: skip
-    _power_adjoint_check(x, n_fft, hop_length, center, grad)
     p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, normalized, True)
     w = None if window is None else to_numpy(window)
     return from_numpy(cpu_stft.power_adjoint(to_numpy(x), w, p, power, to_numpy(grad)))
@@ -332,7 +317,6 @@ def _power_adjoint_cuda(x, window, window_name, n_fft, hop_length, win_length, c
                         pad_mode, normalized, power, grad):  # fmt: skip
     from specux.kernels.cuda import transforms
 
-    _power_adjoint_check(x, n_fft, hop_length, center, grad)
     p = params_of(n_fft, hop_length, win_length, window_name, center, pad_mode, normalized, True)
     if transforms.power_adjoint_fused(x, p):
         return transforms.power_adjoint(x, window, p, power, grad)
