@@ -465,6 +465,8 @@ def test_spec_key_round_trip():
         (dict(gamma=-1.0), "gamma"),
         (dict(n_bins=120), "fmin"),  # the top filter crosses Nyquist
         (dict(window=np.ones(8)), "window"),
+        (dict(tuning=1e300), "tuning"),  # OverflowError before
+        (dict(fmin=1e-6), "fmin"),  # a 467 TiB bank: MemoryError before
     ],
 )
 def test_invalid_parameters_name_themselves(kwargs, name):

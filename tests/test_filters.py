@@ -522,8 +522,16 @@ ERROR_CASES = [
     (F.chroma, dict(sr=22050, n_fft=512, octwidth=0), "octwidth"),
     (F.chroma, dict(sr=22050, n_fft=512, norm="slaney"), "norm"),
     (F.chroma, dict(sr=22050, n_fft=512, tuning=float("inf")), "tuning"),
+    (F.chroma, dict(sr=22050, n_fft=512, tuning=1e6), "tuning"),  # 2**(tuning/12) overflows
+    (F.chroma, dict(sr=22050, n_fft=512, tuning=-1e300), "tuning"),  # ... underflows to 0
     (F.constant_q, dict(sr=0), "sr"),
     (F.constant_q, dict(sr=22050, fmin=0.0), "fmin"),
+    (F.constant_q, dict(sr=22050, tuning=1e300), "tuning"),
+    (F.constant_q, dict(sr=22050, tuning=-1e300), "tuning"),
+    # filters of 3.8e7 samples: a 47.8 GiB bank (MemoryError before), 8e254 samples for the
+    # tuning (numpy's "Maximum allowed dimension exceeded" before)
+    (F.constant_q, dict(sr=22050, fmin=0.01), "fmin"),
+    (F.constant_q, dict(sr=22050, tuning=-1e4), "fmin"),
     (F.constant_q, dict(sr=22050, n_bins=0), "n_bins"),
     (F.constant_q, dict(sr=22050, bins_per_octave=0), "bins_per_octave"),
     (F.constant_q, dict(sr=22050, filter_scale=0), "filter_scale"),

@@ -64,6 +64,7 @@ _TINY = np.finfo(np.float64).tiny
 
 # C1 as MIDI note 24 in 12-TET referenced to A4 = 440 Hz (MIDI 69).
 _C1_HZ = 440.0 * 2.0 ** ((24 - 69) / 12)
+_TINY = float(np.finfo(np.float64).tiny)  # the smallest normal float64
 
 # Slaney's Auditory Toolbox mel scale: linear below 1 kHz, logarithmic above.
 _MEL_F_SP = 200.0 / 3
@@ -107,6 +108,28 @@ def _real_param(name: str, value: object) -> float:
 
 def _positive_param(name: str, value: object) -> float:
     return as_float(name, value, positive=True)
+
+
+def _tuned(base: float, tuning: float, per_octave: int, base_name: str, per_octave_name: str
+           ) -> float:
+    """``base * 2**(tuning / per_octave)``: the frequency a tuning moves ``base`` to, which
+    must be a positive finite number (a ValueError naming ``tuning`` otherwise: a tuning of
+    thousands of bins over- or underflows it)."""
+    try:
+        value = base * 2.0 ** (tuning / per_octave)
+    except OverflowError:
+        value = math.inf
+    if not (math.isfinite(value) and value >= _TINY):
+        raise ValueError(
+            f"tuning={tuning} is out of range: {base_name} * 2**(tuning / {per_octave_name}) "
+            f"= {base} * 2**({tuning} / {per_octave}) must be a positive finite frequency"
+        )
+    return value
+
+
+# The most values ``constant_q`` builds its (n_bins, longest filter) complex128 bank of:
+# 2**31 (32 GiB), beyond any practical setting (fmin=32.7 Hz at sr=22050 needs 84 x 11,340).
+_LARGEST_BANK = 2**31
 
 
 def _band_params(sr: float, fmin: object, fmax: object) -> tuple[float, float]:
@@ -563,7 +586,7 @@ def _chroma_build(
     # Work on all n_fft bins first: the width of the last kept bin depends on the next
     # bin's position, and every later step is per-column anyway.
     freqs = np.linspace(0, sr, n_fft, endpoint=False)[1:]
-    a440 = 440.0 * 2.0 ** (tuning / n_chroma)
+    a440 = _tuned(440.0, tuning, n_chroma, "440", "n_chroma")
     # Position of each bin in chroma units above C0-ish (A440 / 16 = A0).
     bin_pos = n_chroma * np.log2(freqs / (a440 / 16))
     # DC has no pitch; park it 1.5 octaves below bin 1 so it spreads over all classes.
@@ -786,7 +809,7 @@ def _constant_q_cached(
         )
         return _frozen_cast(filters, dtype), lengths
 
-    freqs = fmin * 2.0 ** (tuning / bins_per_octave)
+    freqs = _tuned(fmin, tuning, bins_per_octave, "fmin", "bins_per_octave")
     freqs = freqs * 2.0 ** (np.arange(n_bins, dtype=np.float64) / bins_per_octave)
     if n_bins == 1:
         alpha = np.array([_et_relative_bandwidth(bins_per_octave)])
@@ -807,7 +830,15 @@ def _constant_q_cached(
             f"n_bins={n_bins}, or raise sr"
         )
 
-    max_len = int(np.ceil(np.max(lengths)))
+    longest = float(np.max(lengths))
+    if not longest * n_bins <= _LARGEST_BANK:
+        raise ValueError(
+            f"fmin={fmin} (tuned to {freqs[0]:.6g} Hz with tuning={tuning}) needs filters of "
+            f"{longest:.4g} samples at sr={sr} and filter_scale={filter_scale}: n_bins={n_bins} "
+            f"of them exceed the {_LARGEST_BANK} values constant_q builds; raise fmin or "
+            "lower filter_scale"
+        )
+    max_len = int(np.ceil(longest))
     filters = np.zeros((n_bins, max_len), dtype=np.complex128)
     for i, (length, freq) in enumerate(zip(lengths.tolist(), freqs.tolist(), strict=True)):
         # Taps at integer times floor(-L/2) .. floor(L/2) - 1 around the centre, so the
