@@ -494,6 +494,43 @@ def test_fold_table_is_the_padding_adjoint():
         assert offsets[-1] == 2 * pad
 
 
+def test_pad_sources_are_numpy_pads_at_every_length():
+    """The closed-form source map (O(pad) memory) is numpy.pad's, for pads longer than the
+    signal too (repeated reflections, several wraps)."""
+    numpy_mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+    for mode, np_mode in numpy_mode.items():
+        for length in range(1, 24):
+            for pad in range(0, 60, 3):
+                index = np.pad(np.arange(length), pad, mode=np_mode)
+                left, right = cpu_frames.pad_sources(length, pad, mode)
+                assert np.array_equal(left, index[:pad]), (mode, length, pad)
+                assert np.array_equal(right, index[pad + length :]), (mode, length, pad)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_index_tables_of_signals_past_two_to_the_31(mode):
+    """A signal of 2**31 + 2 samples: its pad sources and fold positions pass 2**31 - 1 and
+    must not wrap (int32 tables made the kernels read and write ~8 GiB before the signal)."""
+    length, pad = 2**31 + 2, 4
+    sources = transform_exec.pad_sources(length, pad, mode)
+    expected_right = {
+        "reflect": length - 2 - np.arange(pad),
+        "replicate": np.full(pad, length - 1),
+        "circular": np.arange(pad),
+    }[mode]
+    expected_left = {
+        "reflect": pad - np.arange(pad),
+        "replicate": np.zeros(pad),
+        "circular": length - pad + np.arange(pad),
+    }[mode]
+    assert sources.dtype == np.int64
+    assert np.array_equal(sources, np.concatenate([expected_left, expected_right]))
+    targets, offsets, positions = transform_exec.fold_table(length, pad, mode)
+    assert {targets.dtype, offsets.dtype, positions.dtype} == {np.dtype(np.int64)}
+    assert set(targets.tolist()) == set(sources.tolist())
+    assert positions.max() == pad + length + pad - 1
+
+
 @pytest.mark.parametrize("length", [None, 80, 30])
 def test_emulated_istft_overlap_add(length, rng):
     p = _params(16, 5, True, "constant")

@@ -290,7 +290,7 @@ def stft_1d(
     of ``n // 2 + 1`` (``onesided``) or ``n`` bins, each stored as ``value`` (complex,
     magnitude, power or db). Framing, padding and the window happen in the FFT's loads and
     the output mapping in its stores (``stft_fusable`` must hold); ``window`` is ``n``
-    real values of the compute precision, ``pad_table`` the int32 sources of the padded
+    real values of the compute precision, ``pad_table`` the int64 sources of the padded
     samples (``framing.pad_kind`` ``indexed``) or None.
 
     With ``bank`` (one-sided only; ``value`` is then ignored), rows of ``bank.n_bands``
@@ -315,7 +315,7 @@ def stft_1d(
     (:func:`istft_1d`, without an envelope): ``dst`` holds contiguous rows of ``ola.out_len``
     samples, padded positions [``ola.start``, ``ola.stop``) of the overlap-add: the padding's
     positions dropped, or with ``ola.fold`` (an indexed padding of ``ola.start`` samples a
-    side) folded back onto their sources by ``fold_tables`` (int32 targets, offsets,
+    side) folded back onto their sources by ``fold_tables`` (int64 targets, offsets,
     positions: transform_exec.fold_table, ``ola.fold`` targets)."""
     if ola is not None and (value != "adjoint" or ola.frames != framing.frames):
         raise ValueError("an stft overlap-adds the adjoint's frames only, all of them")

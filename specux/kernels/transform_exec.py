@@ -2,7 +2,7 @@
 (the CUDA runtime with torch tensors, the host emulation with numpy buffers).
 
 Written once against :class:`fft_exec.Backend` plus ``constant(key, values)``, which uploads
-a host array as it is (int32 index tables, real windows and weights) and caches it by key.
+a host array as it is (index tables, real windows and weights) and caches it by key.
 Every function takes buffers already allocated by the caller and launches into them.
 """
 
@@ -51,24 +51,25 @@ from specux.meta.params import StftParams
 
 @functools.lru_cache(maxsize=128)
 def pad_sources(length: int, pad: int, mode: str) -> np.ndarray:
-    """int32 source index of every padded sample (``pad`` before the signal, then ``pad``
-    after it): the CPU framing's index map, so both devices pad alike."""
-    out = np.concatenate(cpu_frames.pad_sources(length, pad, mode)).astype(np.int32)
+    """int64 source index of every padded sample (``pad`` before the signal, then ``pad``
+    after it): the CPU framing's index map, so both devices pad alike. 64 bits: the sources
+    of a signal of 2**31 samples or more do not fit in an int (read as ``long long``)."""
+    out = np.concatenate(cpu_frames.pad_sources(length, pad, mode))
     out.flags.writeable = False
     return out
 
 
 @functools.lru_cache(maxsize=128)
 def fold_table(length: int, pad: int, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The padding's adjoint as int32 CSR (targets, offsets, positions): sample ``targets[q]``
+    """The padding's adjoint as int64 CSR (targets, offsets, positions): sample ``targets[q]``
     receives the padded positions ``positions[offsets[q]:offsets[q + 1]]`` (positions counted
     in the padded signal)."""
-    sources = pad_sources(length, pad, mode).astype(np.int64)
+    sources = pad_sources(length, pad, mode)
     positions = np.concatenate([np.arange(pad), pad + length + np.arange(pad)])
     order = np.argsort(sources, kind="stable")
     targets, starts = np.unique(sources[order], return_index=True)
     offsets = np.append(starts, len(order))
-    frozen = tuple(np.ascontiguousarray(a, dtype=np.int32) for a in
+    frozen = tuple(np.ascontiguousarray(a, dtype=np.int64) for a in
                    (targets, offsets, positions[order]))  # fmt: skip
     for a in frozen:
         a.flags.writeable = False

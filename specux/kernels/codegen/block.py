@@ -55,7 +55,7 @@ BLOCK_PARAMS = (
     # staged store's step in j), which the stores multiply onto each thread's W^(c j0)
     ("const void*", "twists"),
     # framing (LoadSpec.frames): the signal's length, the padding before it, the padded
-    # samples' source indices (int32: pad left, then pad right), the real window of n points
+    # samples' source indices (int64: pad left, then pad right), the real window of n points
     ("long long", "sig_len"),
     ("long long", "pad"),
     ("const void*", "pad_table"),
@@ -103,8 +103,9 @@ def _frame_load_lambda(spec: BlockSpec) -> str:
     lines.append("        long long pos = org + g;")
     if load.frames == "indexed":
         lines += [
-            "        if (pos < 0) pos = ((const int*)pad_table)[pos + pad];",
-            "        else if (pos >= sig_len) pos = ((const int*)pad_table)[pad + pos - sig_len];",
+            "        const long long* sources = (const long long*)pad_table;",
+            "        if (pos < 0) pos = sources[pos + pad];",
+            "        else if (pos >= sig_len) pos = sources[pad + pos - sig_len];",
         ]
     else:
         lines.append("        if (pos < 0 || pos >= sig_len) return v;")
@@ -844,7 +845,7 @@ def _adjoint_factor(spec: BlockSpec, row: str) -> list[str]:
             terms = [f"        if (band.count > {k}) acc += weight[{k * (n + 1)}] * row[{k}];"
                      for k in range(spec.store.expand)]  # fmt: skip
         else:
-            terms = [f"        for (int k = 0; k < band.count; ++k) acc += weight[k * {n + 1}]"
+            terms = [f"        for (int k = 0; k < band.count; ++k) acc += weight[k * {n + 1}LL]"
                      " * row[k];"]  # fmt: skip
         factor = [
             "    const real_t* const grow = (const real_t*)factors"

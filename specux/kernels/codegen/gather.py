@@ -261,8 +261,9 @@ def _body(spec: GatherSpec) -> str:
         ]
         if spec.option == "indexed":
             lines += [
-                "    if (pos < 0) pos = ((const int*)table_a)[pos + pad];",
-                "    else if (pos >= sig_len) pos = ((const int*)table_a)[pad + pos - sig_len];",
+                "    const long long* sources = (const long long*)table_a;",
+                "    if (pos < 0) pos = sources[pos + pad];",
+                "    else if (pos >= sig_len) pos = sources[pad + pos - sig_len];",
             ]
         else:
             lines += [
@@ -281,11 +282,13 @@ def _body(spec: GatherSpec) -> str:
         return "\n".join([
             "    if (gid >= rows * size) return;",
             "    const long long q = gid % size, r = gid / size;",
-            "    const int* positions = (const int*)table_c;",
+            "    const long long* targets = (const long long*)table_a;",
+            "    const long long* positions = (const long long*)table_c;",
             "    const real_t* edge = (const real_t*)in_ptr + r * 2 * pad;",
-            "    storage_t* out = (storage_t*)out_ptr + r * sig_len + ((const int*)table_a)[q];",
+            "    storage_t* out = (storage_t*)out_ptr + r * sig_len + targets[q];",
             "    real_t acc = to_real(*out);",
-            "    for (int k = ((const int*)table_b)[q]; k < ((const int*)table_b)[q + 1]; ++k) {",
+            "    const long long* offsets = (const long long*)table_b;",
+            "    for (long long k = offsets[q]; k < offsets[q + 1]; ++k) {",
             "        const long long p = positions[k];",
             "        acc += edge[p < pad ? p : p - sig_len];",
             "    }",
@@ -296,12 +299,14 @@ def _body(spec: GatherSpec) -> str:
             _ola_sum(False),
             "    if (gid >= rows * size) return;",
             "    const long long q = gid % size, r = gid / size;",
-            "    const int* targets = (const int*)table_a;",
-            "    const int* offsets = (const int*)table_b;",
-            "    const int* positions = (const int*)table_c;",
+            "    const long long* targets = (const long long*)table_a;",
+            "    const long long* offsets = (const long long*)table_b;",
+            "    const long long* positions = (const long long*)table_c;",
             "    storage_t* out = (storage_t*)out_ptr + r * sig_len + targets[q];",
             "    real_t acc = to_real(*out);",
-            "    for (int k = offsets[q]; k < offsets[q + 1]; ++k) acc += ola_at(r, positions[k]);",
+            "    for (long long k = offsets[q]; k < offsets[q + 1]; ++k) {",
+            "        acc += ola_at(r, positions[k]);",
+            "    }",
             "    put(out, acc);",
         ])  # fmt: skip
     if kind == "istft":

@@ -13,14 +13,30 @@ import numpy as np
 
 from specux.meta.shapes import n_frames, ola_length
 
-_NUMPY_MODE = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
-
 
 @functools.lru_cache(maxsize=128)
 def pad_sources(length: int, pad: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
-    """Source index of every left-pad and right-pad sample of a ``mode`` padding."""
-    index = np.pad(np.arange(length), pad, mode=_NUMPY_MODE[mode])
-    left, right = index[:pad].copy(), index[pad + length :].copy()
+    """int64 source index of every left-pad and right-pad sample of a ``mode`` padding:
+    numpy.pad's (``reflect`` is periodic with period ``2 (length - 1)``, ``circular`` with
+    ``length``, ``replicate`` clamps), found in O(pad) memory whatever the length."""
+    if length < 1:
+        raise ValueError(f"cannot pad an empty signal in mode {mode!r}")
+    offsets = np.concatenate([np.arange(-pad, 0, dtype=np.int64),
+                              np.arange(length, length + pad, dtype=np.int64)])  # fmt: skip
+    if mode == "replicate":
+        index = np.clip(offsets, 0, length - 1)
+    elif mode == "circular":
+        index = np.mod(offsets, length)
+    elif mode == "reflect":
+        period = 2 * (length - 1)
+        if period == 0:  # a single sample reflects onto itself
+            index = np.zeros_like(offsets)
+        else:
+            index = np.mod(offsets, period)
+            index = np.where(index < length, index, period - index)
+    else:
+        raise ValueError(f"pad_mode={mode!r} has no source indices")
+    left, right = index[:pad].copy(), index[pad:].copy()
     left.flags.writeable = right.flags.writeable = False
     return left, right
 
