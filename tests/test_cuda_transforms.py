@@ -1235,3 +1235,48 @@ def test_outputs_change_in_place_under_autograd_on_cuda():
         grad_ref, = torch.autograd.grad(ref.abs().sum(), x)
         grad, = torch.autograd.grad(got.abs().sum(), x)
         assert torch.equal(grad, grad_ref), what
+
+
+def _padded_index(p, length, mode):
+    """numpy.pad's source of padded position p (counted from the signal's first sample)."""
+    if mode == "reflect":
+        return np.where(p < 0, -p, np.where(p >= length, 2 * (length - 1) - p, p))
+    if mode == "replicate":
+        return np.clip(p, 0, length - 1)
+    return np.mod(p, length)  # circular
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_signal_past_two_to_the_31_samples_pads_and_folds_its_edges(mode):
+    """stft power of a float32 signal of 2**31 + 2 samples, its first and last frames and
+    their gradient against float64 references built from the frames' own samples. The
+    padding's source and fold tables pass 2**31 - 1 there (int32 tables read and added ~8
+    GiB before the signal, and lost the right edge's gradient)."""
+    if torch.cuda.mem_get_info()[0] < 48 * 2**30:
+        pytest.skip("needs 48 GiB of free GPU memory")
+    length, n_fft = 2**31 + 2, 2048
+    hop, pad = n_fft, n_fft // 2
+    g = torch.Generator(device=DEVICE).manual_seed(7)
+    x = torch.randn(length, generator=g, device=DEVICE).requires_grad_(True)
+    out = specux.stft(x, n_fft=n_fft, hop_length=hop, pad_mode=mode, output="power")
+    last = out.shape[-1] - 1
+    assert last == length // hop
+    (out[:, 0].sum() + out[:, last].sum()).backward()
+    window = torch.hann_window(n_fft, periodic=True, dtype=F64)
+    grad_ref = {}
+    for t in (0, last):
+        index = _padded_index(t * hop - pad + np.arange(n_fft), length, mode)
+        sources, inverse = np.unique(index, return_inverse=True)
+        part = x.detach()[torch.as_tensor(sources, device=DEVICE)].double().cpu()
+        part.requires_grad_(True)
+        ref = torch.fft.rfft(part[torch.as_tensor(inverse)] * window).abs() ** 2
+        ref.sum().backward()
+        assert rel_peak(out[:, t].detach().double().cpu(), ref.detach()) <= F32_REL, t
+        for s, v in zip(sources.tolist(), part.grad.tolist()):
+            grad_ref[s] = grad_ref.get(s, 0.0) + v
+    touched = torch.as_tensor(sorted(grad_ref), device=DEVICE)
+    want = torch.tensor([grad_ref[s] for s in sorted(grad_ref)], dtype=F64)
+    assert rel_peak(x.grad[touched].double().cpu(), want) <= F32_REL
+    untouched = x.grad.clone()
+    untouched[touched] = 0
+    assert untouched.abs().max().item() == 0.0
