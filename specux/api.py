@@ -43,11 +43,25 @@ class _Call:
 
 
 def _pick_alias(primary: str, value: Any, alias: str, alias_value: Any, default: Any) -> Any:
-    if value is not None and alias_value is not None:
-        raise ValueError(f"pass {primary}= or {alias}=, not both")
-    if alias_value is not None:
+    """``value``, or ``alias_value`` where the alias is given and ``value`` is left at its
+    documented ``default`` (or None); both given and different is a ValueError."""
+    if alias_value is None:
+        return default if value is None else value
+    if value is None or _same(value, default) or _same(value, alias_value):
         return alias_value
-    return default if value is None else value
+    raise ValueError(f"pass {primary}= or {alias}=, not both ({primary}={value!r}, "
+                     f"{alias}={alias_value!r})")  # fmt: skip
+
+
+def _same(value: Any, other: Any) -> bool:
+    """An axis or sequence of axes equal to ``other`` (an int or a tuple)."""
+    if _is_sequence(value) != isinstance(other, tuple):
+        return False
+    entries = _entries(value) if _is_sequence(value) else value
+    try:
+        return bool(entries == other)
+    except (TypeError, RuntimeError):
+        return False
 
 
 def _require_ndim(call: _Call, minimum: int, name: str = "x") -> None:
@@ -79,7 +93,7 @@ def _fft_1d(x, n, dim, norm, backend, axis, *, forward: bool) -> Any:
 
 
 @across_libraries
-def fft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
+def fft(x, n=None, dim=-1, norm=None, *, axis=None, backend="auto"):
     """1-D discrete Fourier transform of ``x`` along ``dim`` (default last), numpy semantics.
 
     ``n`` trims or zero-pads the axis first; ``norm`` is None/"backward", "ortho" or "forward".
@@ -89,7 +103,7 @@ def fft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
 
 
 @across_libraries
-def ifft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
+def ifft(x, n=None, dim=-1, norm=None, *, axis=None, backend="auto"):
     """Inverse of :func:`fft` (scaled by 1/n with the default norm)."""
     return _fft_1d(x, n, dim, norm, backend, axis, forward=False)
 
@@ -114,13 +128,13 @@ def _rfft(x, n, dim, norm, backend, axis, function: str, conjugate: bool, swap: 
 
 
 @across_libraries
-def rfft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
+def rfft(x, n=None, dim=-1, norm=None, *, axis=None, backend="auto"):
     """FFT of a real signal: ``(..., n) -> (..., n // 2 + 1)`` complex."""
     return _rfft(x, n, dim, norm, backend, axis, "rfft", conjugate=False, swap=False)
 
 
 @across_libraries
-def ihfft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
+def ihfft(x, n=None, dim=-1, norm=None, *, axis=None, backend="auto"):
     """Inverse of :func:`hfft`: ``conj(rfft(x))`` with the inverse direction's scaling."""
     return _rfft(x, n, dim, norm, backend, axis, "ihfft", conjugate=True, swap=True)
 
@@ -143,13 +157,13 @@ def _irfft(x, n, dim, norm, backend, axis, conjugate: bool, swap: bool):
 
 
 @across_libraries
-def irfft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
+def irfft(x, n=None, dim=-1, norm=None, *, axis=None, backend="auto"):
     """Inverse of :func:`rfft`: ``(..., m)`` complex -> ``(..., n)`` real, n = 2 (m - 1) default."""
     return _irfft(x, n, dim, norm, backend, axis, conjugate=False, swap=False)
 
 
 @across_libraries
-def hfft(x, n=None, dim=None, norm=None, *, axis=None, backend="auto"):
+def hfft(x, n=None, dim=-1, norm=None, *, axis=None, backend="auto"):
     """FFT of a Hermitian-symmetric signal given by its first half: real ``(..., n)``."""
     return _irfft(x, n, dim, norm, backend, axis, conjugate=True, swap=True)
 
@@ -159,7 +173,10 @@ def _nd_axes(call: _Call, x, s, dim, axes, default_last: int | None, name: str):
     axis's size (numpy and torch), or on a c2r transform's last axis gives its default
     output length 2 (m - 1) (torch; numpy takes m there); ``s`` and ``dim`` may be any 1-D
     sequence of integers."""
-    dim = _pick_alias("dim", dim, "axes", axes, None)
+    two_d = (-2, -1) if default_last == 2 else None  # the 2-D transforms' documented dim
+    dim = _pick_alias("dim", dim, "axes", axes, two_d)
+    if default_last == 2 and _same(dim, two_d):
+        dim = None  # the last two axes, with the message for inputs of fewer dimensions
     if s is not None:
         s = _entries(s) if _is_sequence(s) else (s,)
         s = tuple(v if _is_minus_one(v) else _size("s", v) for v in s)
@@ -249,13 +266,13 @@ def ifftn(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
 
 
 @across_libraries
-def fft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
+def fft2(x, s=None, dim=(-2, -1), norm=None, *, axes=None, backend="auto"):
     """2-D FFT over ``dim`` (default the last two axes)."""
     return _fftn(x, s, dim, axes, norm, backend, True, 2)
 
 
 @across_libraries
-def ifft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
+def ifft2(x, s=None, dim=(-2, -1), norm=None, *, axes=None, backend="auto"):
     """2-D inverse FFT over ``dim`` (default the last two axes)."""
     return _fftn(x, s, dim, axes, norm, backend, False, 2)
 
@@ -282,7 +299,7 @@ def rfftn(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
 
 
 @across_libraries
-def rfft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
+def rfft2(x, s=None, dim=(-2, -1), norm=None, *, axes=None, backend="auto"):
     """2-D :func:`rfftn` over the last two axes by default."""
     return _rfftn(x, s, dim, axes, norm, backend, 2)
 
@@ -315,7 +332,7 @@ def irfftn(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
 
 
 @across_libraries
-def irfft2(x, s=None, dim=None, norm=None, *, axes=None, backend="auto"):
+def irfft2(x, s=None, dim=(-2, -1), norm=None, *, axes=None, backend="auto"):
     """Inverse of :func:`rfft2`."""
     return _irfftn(x, s, dim, axes, norm, backend, 2)
 

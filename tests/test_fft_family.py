@@ -3,6 +3,8 @@ numpy.fft: values, dtypes, shapes, norms, n / s / dim handling, layouts and inpu
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -215,9 +217,30 @@ def test_batch_and_axis(fn, batch, where, alias, lib, rng):
 
 @pytest.mark.parametrize("fn", list(FN1D))
 def test_dim_and_axis_both_given(fn, rng):
+    """dim's documented default is -1, so axis= alone picks the axis; a dim and an axis that
+    disagree raise, ones that agree are the same request."""
     x = make(rng, (3, 8), FN1D[fn][0], 64)
     with pytest.raises(ValueError, match="axis"):
-        getattr(specux, fn)(x, dim=-1, axis=-1)
+        getattr(specux, fn)(x, dim=1, axis=0)
+    same = getattr(specux, fn)(x, dim=0, axis=0)
+    assert np.array_equal(same, getattr(specux, fn)(x, dim=0))
+
+
+def test_fft_signatures_have_the_documented_dim_defaults():
+    """API.md: dim=-1 for the 1-D transforms, (-2, -1) for the 2-D ones, None for N-D."""
+    for name in FN1D:
+        assert inspect.signature(getattr(specux, name)).parameters["dim"].default == -1
+    for name in ("fft2", "ifft2", "rfft2", "irfft2"):
+        assert inspect.signature(getattr(specux, name)).parameters["dim"].default == (-2, -1)
+    for name in ("fftn", "ifftn", "rfftn", "irfftn"):
+        assert inspect.signature(getattr(specux, name)).parameters["dim"].default is None
+
+
+def test_2d_axes_alias_with_the_default_dim(rng):
+    x = rng.standard_normal((3, 4, 5))
+    assert np.allclose(specux.fft2(x, axes=(0, 2)), np.fft.fft2(x, axes=(0, 2)), atol=1e-12)
+    with pytest.raises(ValueError, match="axes"):
+        specux.fft2(x, dim=(0, 1), axes=(0, 2))
 
 
 @pytest.mark.parametrize("fn", list(FN1D))
@@ -375,7 +398,7 @@ def test_irfftn_default_last_size(lib, rng):
 def test_nd_dim_and_axes_both_given(fn, rng):
     x = make(rng, (3, 8), FNND[fn][0], 64)
     with pytest.raises(ValueError, match="axes"):
-        getattr(specux, fn)(x, dim=(0, 1), axes=(0, 1))
+        getattr(specux, fn)(x, dim=(0, 1), axes=(1,))  # agreeing ones are the same request
 
 
 @pytest.mark.parametrize("fn", list(FN2D))
