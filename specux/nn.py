@@ -445,10 +445,21 @@ class Chroma(_Banded):
         return _restore(out, dtype)
 
 
+def _floating_dtype(values: Any) -> torch.dtype | None:
+    """The torch dtype of a floating tensor or numpy array, else None."""
+    if isinstance(values, torch.Tensor):
+        return values.dtype if values.dtype.is_floating_point else None
+    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+        return torch.from_numpy(np.zeros(0, values.dtype)).dtype
+    return None
+
+
 class FFTConvolve(_Module):
     """:func:`specux.fftconvolve` as a module: ``FFTConvolve(mode="same")(x, y)``; with a real
     kernel bound, ``FFTConvolve(h, mode="same")(x)`` (or ``y=h``): buffer ``kernel``, in the
-    input's dtype when called, as the other modules' filters."""
+    input's dtype when called, as the other modules' filters. The buffer keeps a floating
+    kernel's own dtype unless ``dtype=`` is given (a float64 kernel is the user's data, not a
+    filter built here: rounding it to the default float32 would change float64 results)."""
 
     twin_class = twins.FFTConvolve
 
@@ -460,7 +471,11 @@ class FFTConvolve(_Module):
                     np.iscomplexobj(kernel)):  # fmt: skip
                 raise TypeError("specux.nn.FFTConvolve binds real kernels (a float buffer); "
                                 "pass a complex kernel to forward(x, y) instead")  # fmt: skip
-            self._register("kernel", kernel)
+            own = _floating_dtype(kernel)
+            if dtype is None and own is not None:
+                self.set_filter("kernel", kernel, own, self._factory["device"])
+            else:
+                self._register("kernel", kernel)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
         kernel = self._buffers.get("kernel")

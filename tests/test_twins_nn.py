@@ -326,6 +326,21 @@ def test_module_fftconvolve_holds_a_bound_kernel():
         nn.FFTConvolve(h.astype(np.complex128))
 
 
+def test_module_fftconvolve_keeps_its_kernels_dtype():
+    """Without dtype=, a floating kernel's buffer keeps the kernel's dtype: a float64 kernel
+    convolves a float64 signal exactly as the function does (it was rounded to float32, 2e-7
+    off); dtype= still picks the buffer's dtype."""
+    x = torch.from_numpy(_signal((2, 500)))
+    h = _signal((33,), seed=4)
+    for kernel in (h, torch.from_numpy(h)):
+        conv = nn.FFTConvolve(kernel)
+        assert conv.kernel.dtype == torch.float64
+        torch.testing.assert_close(conv(x), specux.fftconvolve(x, torch.from_numpy(h)),
+                                   rtol=0, atol=0)  # fmt: skip
+    assert nn.FFTConvolve(h.astype(np.float32)).kernel.dtype == torch.float32
+    assert nn.FFTConvolve(h, dtype=torch.float32).kernel.dtype == torch.float32
+
+
 # ---------------------------------------------------------------------------------------------
 # nn modules: buffers and state
 
