@@ -64,7 +64,6 @@ _TINY = np.finfo(np.float64).tiny
 
 # C1 as MIDI note 24 in 12-TET referenced to A4 = 440 Hz (MIDI 69).
 _C1_HZ = 440.0 * 2.0 ** ((24 - 69) / 12)
-_TINY = float(np.finfo(np.float64).tiny)  # the smallest normal float64
 
 # Slaney's Auditory Toolbox mel scale: linear below 1 kHz, logarithmic above.
 _MEL_F_SP = 200.0 / 3
