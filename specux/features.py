@@ -297,7 +297,8 @@ def _constant_q(call: _Call, x, output, eps, pad_mode, **spec_params):
         if x.shape[-1] == 0:
             raise ValueError("x has an empty time axis: the CQT needs at least one sample")
 
-    if spec_params["tuning"] is None:
+    estimated = spec_params["tuning"] is None
+    if estimated:  # the signal is read first, so checked first
         check_signal()
         bins_per_octave = params.as_int("bins_per_octave", spec_params["bins_per_octave"],
                                         minimum=1)  # fmt: skip
@@ -308,7 +309,8 @@ def _constant_q(call: _Call, x, output, eps, pad_mode, **spec_params):
     spec, pad_mode, output, eps = cqt_arguments(
         pad_mode=pad_mode, output=output, eps=eps, **spec_params
     )
-    check_signal()
+    if not estimated:
+        check_signal()
     xr = call.engine.cast(x, call.compute)
     return call.engine.cqt(xr, spec, pad_mode, output, eps)
 

@@ -53,6 +53,18 @@ _COMPLEX = {"complex32", "complex64", "complex128", "chalf"}
 _TORCH_NAMES: dict = {}  # torch dtype -> its plain name
 
 
+def prefill_torch_names(torch: Any) -> None:
+    """Fill the torch dtype-name table before anything is traced: a first call under
+    torch.compile that added a name made its guard on the table fail at the next call (one
+    recompilation)."""
+    from specux.compat.torch_compat import dtype_name as torch_dtype_name
+
+    for name in ("float16", "bfloat16", "float32", "float64", "complex32", "complex64",
+                 "complex128", "bool", "uint8", "int8", "int16", "int32", "int64"):  # fmt: skip
+        dtype = getattr(torch, name)
+        _TORCH_NAMES[dtype] = torch_dtype_name(dtype)
+
+
 def dtype_name(x: Any, library: str) -> str:
     """The dtype as a plain name: ``"float32"``, ``"complex64"``, ``"bfloat16"``, ..."""
     if library == TORCH:

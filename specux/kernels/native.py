@@ -270,11 +270,9 @@ def row_max(values: DeviceArray, rows: int, size: int) -> DeviceArray:
     ``values`` (NaN if the row holds one), ``(rows,)`` in its dtype
     (:func:`transform_exec.row_max`: a block a chunk of a row, then a block a row)."""
     out = values.device.empty((rows,), values.dtype)
-    chunks, _ = transform_exec.row_max_chunks(size)
-    partials = values.device.empty((rows, chunks), values.dtype) if chunks > 1 else None
     storage, precision = _STORAGE[values.dtype]
-    transform_exec.row_max(values.device, values, out, partials, rows=rows, size=size,
-                           storage=storage, precision=precision)  # fmt: skip
+    transform_exec.row_max(values.device, values, out, rows=rows, size=size, storage=storage,
+                           precision=precision)  # fmt: skip
     return out
 
 

@@ -16,12 +16,7 @@ from specux.ops import _checks
 
 NAMESPACE = "specux"
 
-# The dtype names filled before anything is traced: a first call under torch.compile that
-# added one made its guard on the table fail at the next call (one recompilation).
-arrays._TORCH_NAMES.update({d: dtype_name(d) for d in (
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex32,
-    torch.complex64, torch.complex128, torch.bool, torch.uint8, torch.int8, torch.int16,
-    torch.int32, torch.int64)})  # fmt: skip
+arrays.prefill_torch_names(torch)
 
 
 @dataclass(frozen=True)

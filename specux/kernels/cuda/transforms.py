@@ -520,7 +520,10 @@ def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str,
     signals = math.prod(x.shape[:-2])
     peaks = None
     if top_db is not None and x.numel():  # in the precision: this route stores x in it
-        peaks = _row_max(backend, rows.reshape(signals, -1), storage, precision)
+        flat = rows.reshape(signals, -1)
+        peaks = torch.empty(signals, dtype=x.dtype, device=x.device)
+        transform_exec.row_max(backend, flat, peaks, rows=signals, size=flat.shape[1],
+                               storage=storage, precision=precision)  # fmt: skip
     out = torch.empty((*rows.shape[:-1], n_out), dtype=x.dtype, device=x.device)
     transform_exec.project(backend, rows, out, bands, weights,
                            rows=out.numel() // max(n_out, 1), n_in=n_in, n_out=n_out,
@@ -528,18 +531,6 @@ def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str,
                            signals=signals, peaks=peaks,
                            top_db=0.0 if top_db is None else top_db)  # fmt: skip
     return out.transpose(-1, -2)
-
-
-def _row_max(backend, rows: torch.Tensor, storage: str, precision: str) -> torch.Tensor:
-    """The maximum of each row of the contiguous 2-D ``rows`` (NaN where one holds a NaN)."""
-    count, size = rows.shape
-    out = torch.empty(count, dtype=rows.dtype, device=rows.device)
-    chunks, _ = transform_exec.row_max_chunks(size)
-    partials = torch.empty(count * chunks, dtype=rows.dtype, device=rows.device) \
-        if chunks > 1 else None  # fmt: skip
-    transform_exec.row_max(backend, rows, out, partials, rows=count, size=size,
-                           storage=storage, precision=precision)  # fmt: skip
-    return out
 
 
 def _bands(backend, matrix: torch.Tensor | None, spec: str, precision: str, n_in: int,
