@@ -60,9 +60,13 @@ def _dynamic_cases():
         "power": lambda x: specux.stft(x, n_fft=64, hop_length=16, output="power"),
         "conv": lambda x: specux.fftconvolve(x, x[..., :20]),
         "rfft": lambda x: specux.irfft(specux.rfft(x), n=x.shape[-1]),
+        "mel": lambda x: specux.melspectrogram(x, sr=16000, n_fft=128, n_mels=16),
         "mfcc": lambda x: specux.mfcc(x, sr=16000, n_fft=128, n_mels=16, n_mfcc=6, top_db=80.0),
+        "lfcc": lambda x: specux.lfcc(x, sr=16000, n_fft=128, n_filter=16, n_lfcc=6),
         "cqt": lambda x: specux.cqt(x, sr=8000, hop_length=64, fmin=200.0, n_bins=12).abs(),
+        "vqt": lambda x: specux.vqt(x, sr=8000, hop_length=64, fmin=200.0, n_bins=12).abs(),
         "chroma": lambda x: specux.chroma(x, sr=16000, n_fft=128),
+        "kaiser": lambda x: specux.stft(x, n_fft=64, window=("kaiser", 6.0), output="power"),
     }  # fmt: skip
 
 
@@ -76,26 +80,71 @@ def _same_as_eager(fn, compiled, lengths):
         torch.testing.assert_close(gx, gr, rtol=TOLERANCES["float64"], atol=TOLERANCES["float64"])
 
 
-@pytest.mark.parametrize("name", ["stft_istft", "power", "conv", "rfft", "mfcc", "cqt", "chroma"])
+@pytest.mark.parametrize("name", list(_dynamic_cases()))
 def test_compile_with_symbolic_lengths(name):
-    """torch.compile(dynamic=True): one graph for every signal length, forward and backward
-    equal to eager. The filterbank transforms (their float parameters name the bank) need
-    floats specialized (torch._dynamo.config.specialize_float, docs/api.md); the others run
-    with torch's defaults (as_float's finiteness test was math.isfinite, which Dynamo cannot
-    trace on the floats dynamic=True leaves symbolic)."""
+    """torch.compile(dynamic=True) with torch's defaults: one graph for every signal length,
+    forward and backward equal to eager. Dynamo leaves specux's float defaults symbolic
+    there; the parameters that name a filterbank or window become values (a guard) before
+    their keys are built: the filterbank transforms and a kaiser window stopped with "sort
+    with non-constant keys" or a string-building error. As_float's finiteness test is a
+    comparison: math.isfinite cannot be traced on a symbolic float."""
     torch._dynamo.reset()
     fn = _dynamic_cases()[name]
-    floats = name in ("mfcc", "cqt", "chroma")
-    with torch._dynamo.config.patch(specialize_float=floats):
-        compiled = torch.compile(fn, dynamic=True, fullgraph=True, backend="aot_eager")
-        _same_as_eager(fn, compiled, (1500, 1700, 2101))
+    compiled = torch.compile(fn, dynamic=True, fullgraph=True, backend="aot_eager")
+    _same_as_eager(fn, compiled, (1500, 1700, 2101))
+
+
+def _argument_cases():
+    """(function, first arguments, second arguments): parameters passed to the compiled
+    function, which Dynamo traces as symbols under dynamic=True (and, after a change, under
+    automatic dynamic), floats and ints both."""
+    S = specux
+    return {
+        "mel": (lambda x, sr, fmin, power, n_mels: S.melspectrogram(
+            x, sr=sr, n_fft=256, fmin=fmin, power=power, n_mels=n_mels),
+            (16000.0, 30.0, 1.5, 20), (22050.0, 10.0, 2.0, 24)),
+        "mel_db": (lambda x, eps, top_db: S.melspectrogram(
+            x, sr=16000, n_fft=256, n_mels=16, output="db", eps=eps, top_db=top_db),
+            (1e-8, 60.0), (1e-6, 40.0)),
+        "kaiser": (lambda x, beta, n: S.stft(x, n_fft=n, window=("kaiser", beta), output="power"),
+                   (8.0, 128), (5.0, 96)),
+        "mfcc": (lambda x, lifter: S.mfcc(x, sr=16000, n_fft=256, n_mels=16, n_mfcc=8,
+                                          lifter=lifter), (0.0,), (22.0,)),
+        "lfcc": (lambda x, fmax: S.lfcc(x, sr=16000, n_fft=256, n_filter=16, n_lfcc=8,
+                                        fmax=fmax), (7000.0,), (6000.0,)),
+        "chroma": (lambda x, tuning: S.chroma(x, sr=16000, n_fft=256, tuning=tuning),
+                   (0.1,), (-0.2,)),
+        "vqt": (lambda x, gamma, fmin, bpo: S.vqt(x, sr=8000, hop_length=64, fmin=fmin, n_bins=12,
+                                                  gamma=gamma, bins_per_octave=bpo).abs(),
+                (None, 200.0, 12), (3.0, 150.0, 24)),
+        "chroma_cqt": (lambda x, sr: S.chroma(x, sr=sr, source="cqt", hop_length=64, fmin=100.0,
+                                              n_octaves=3), (8000.0,), (9000.0,)),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("dynamic", [True, None])
+@pytest.mark.parametrize("name", list(_argument_cases()))
+def test_compile_with_parameters_as_arguments(name, dynamic):
+    """Parameters given to the compiled function, then changed, then given back: each call
+    equals eager, forward and backward (a changed filterbank parameter recompiles)."""
+    torch._dynamo.reset()
+    fn, first, second = _argument_cases()[name]
+    compiled = torch.compile(fn, dynamic=dynamic, fullgraph=True, backend="aot_eager")
+    tol = TOLERANCES["float64"]
+    for args in (first, second, first):
+        for n in (1500, 1700):
+            x = torch.randn(2, n, dtype=torch.float64, requires_grad=True)
+            y, ref = compiled(x, *args), fn(x, *args)
+            (gx,) = torch.autograd.grad(y.sum(), x)
+            (gr,) = torch.autograd.grad(ref.sum(), x)
+            torch.testing.assert_close(y, ref, rtol=tol, atol=tol)
+            torch.testing.assert_close(gx, gr, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("module", ["MelSpectrogram", "MFCC", "LFCC", "Chroma", "CQT"])
 def test_compile_modules_with_symbolic_lengths(module):
-    """specux.nn's filterbank modules build their banks' keys at construction, so they trace
-    under dynamic=True with torch's defaults; CQT / VQT call the function, and need floats
-    specialized as the functions do (docs/api.md)."""
+    """specux.nn's filterbank modules trace under dynamic=True with torch's defaults (CQT /
+    VQT call the functions, whose parameters become values before their keys are built)."""
     import specux.nn as snn
 
     torch._dynamo.reset()
@@ -106,9 +155,8 @@ def test_compile_modules_with_symbolic_lengths(module):
               "CQT": dict(sr=8000, hop_length=64, fmin=200.0, n_bins=12)}[module]  # fmt: skip
     m = getattr(snn, module)(dtype=torch.float64, **kwargs)
     fn = (lambda x: m(x).abs()) if module == "CQT" else m
-    with torch._dynamo.config.patch(specialize_float=module == "CQT"):
-        compiled = torch.compile(fn, dynamic=True, fullgraph=True, backend="aot_eager")
-        _same_as_eager(fn, compiled, (1500, 1700, 2101))
+    compiled = torch.compile(fn, dynamic=True, fullgraph=True, backend="aot_eager")
+    _same_as_eager(fn, compiled, (1500, 1700, 2101))
 
 
 def test_compile_automatic_dynamic_lengths():

@@ -138,6 +138,24 @@ def compiling() -> bool:
     return torch is not None and torch.compiler.is_compiling()
 
 
+def static_scalar(value):
+    """``value`` (a number) as a plain Python number while torch.compile traces the caller.
+
+    Dynamo traces a float that reaches it from a function's arguments or defaults as a
+    SymFloat under ``dynamic=True`` (and after a float argument changes under the default
+    automatic dynamic), and an int argument as a SymInt. Parameters that name a filterbank
+    or a kernel must be concrete: this guards on the value, so a new value recompiles.
+    Eager calls, and values that are not numbers, return ``value`` itself."""
+    if not compiling():
+        return value
+    torch = sys.modules["torch"]
+    if not isinstance(value, (int, float, torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return value  # (Dynamo's symbolic numbers pass isinstance as int / float)
+    from torch.fx.experimental.symbolic_shapes import guard_scalar
+
+    return guard_scalar(value)
+
+
 def plain_eager() -> bool:
     """True when no tracing, compiling, dispatch / function mode or functorch transform is
     active: an op called now may skip torch's dispatcher without changing what happens."""

@@ -11,7 +11,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from specux.compat.torch_compat import compiling
+from specux.compat.torch_compat import compiling, static_scalar
 from specux.meta.filters import constant_q
 from specux.meta.params import (
     PARAMETRIC_WINDOWS,
@@ -171,7 +171,7 @@ def cqt_spec(
         gamma_ = as_float("gamma", gamma)
         if gamma_ < 0:
             raise ValueError(f"gamma={gamma_} is out of range: must be >= 0 (or None)")
-    out = ConstantQSpec(
+    fields = dict(
         sr=sr_,
         hop_length=hop,
         fmin=fmin_,
@@ -184,6 +184,9 @@ def cqt_spec(
         scale=as_bool("scale", scale),
         gamma=gamma_,
     )
+    if compiling():  # the key is a string: parameters traced as symbols become values
+        fields = {name: static_scalar(value) for name, value in fields.items()}
+    out = ConstantQSpec(**fields)
     if not compiling():
         # The Nyquist check (ValueError naming fmin and n_bins); cached for the engine. Traced
         # code skips it: the filters are numpy work that compile cannot trace, and the op's

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from specux.compat.arrays import numpy_name
-from specux.compat.torch_compat import compiling
+from specux.compat.torch_compat import compiling, static_scalar
 from specux.meta import filters
 
 
@@ -43,6 +43,8 @@ class MatrixSpec:
 
     @staticmethod
     def of(kind: str, **params: Any) -> MatrixSpec:
+        if compiling():  # the key is a string: parameters traced as symbols become values
+            params = {name: static_scalar(value) for name, value in params.items()}
         return MatrixSpec(kind, tuple(sorted(params.items())))
 
     def as_key(self) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from specux.compat.torch_compat import static_scalar
 from specux.errors import BackendUnavailableError  # noqa: F401 - re-exported for callers
 
 
@@ -221,7 +222,8 @@ def window_spec(value: Any) -> WindowSpec:
         parameter = as_float(f"window[1] ({key} parameter)", value[1])
         if key == "gaussian" and not parameter > 0:
             raise ValueError(f"window={value!r}: the gaussian std must be > 0")
-        return WindowSpec(key, parameter)
+        # (the key is a string: a parameter traced as a symbol becomes its value)
+        return WindowSpec(key, static_scalar(parameter))
     return WindowSpec("array")
 
 
