@@ -44,9 +44,14 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=10, help="back-to-back calls per sample")
     parser.add_argument("--graph", action="store_true",
                         help="time CUDA graph replays of each call (GPU time alone)")  # fmt: skip
+    parser.add_argument("--autotune", action="store_true",
+                        help="specux.autotune(True): each workload's first specux call tunes "
+                             "its block kernels (winners stored in the cache folder)")  # fmt: skip
     args = parser.parse_args()
+    specux.autotune(args.autotune)
     name = torch.cuda.get_device_name()
     how = "CUDA graph replays" if args.graph else "eager calls"
+    how += ", autotuned" if args.autotune else ""
     print(f"specux FFT benchmark on {name}, torch {torch.__version__}, median of {args.repeat}"
           f" samples, {how}")  # fmt: skip
     print(f"{'workload':14s} {'specux ms':>10s} {'cuFFT ms':>9s} {'ratio':>7s} "

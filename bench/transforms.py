@@ -602,6 +602,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="point SPECUX_CACHE_DIR at a new empty folder (cold first calls)",
     )
+    parser.add_argument(
+        "--autotune",
+        action="store_true",
+        help="specux.autotune(True): each workload's first specux call tunes its block "
+        "kernels (forward calls; winners stored in the cache folder)",
+    )
     # debug: the same code paths on CPU tensors at a reduced size
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help=argparse.SUPPRESS)
     parser.add_argument("--scale", type=float, default=None, help=argparse.SUPPRESS)
@@ -645,6 +651,8 @@ def main(argv: list[str] | None = None) -> int:
     import specux
     from specux.options import cache_dir, disk_cache_enabled
 
+    specux.autotune(args.autotune)
+
     if device == "cuda":
         torch.zeros(1, device="cuda")  # the CUDA context, outside every first call
         where = (
@@ -661,7 +669,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"specux {specux.__version__} transforms benchmark on {where}")
     print(f"{clock}, median of {args.repeats} samples of {args.calls} calls after {args.warmup} "
           f"warm-ups; scale {scale:g}; specux disk cache: {cache}"
-          f"{' (cold)' if args.cold_cache else ''}")  # fmt: skip
+          f"{' (cold)' if args.cold_cache else ''}"
+          f"{'; autotuned (first calls tune)' if args.autotune else ''}")  # fmt: skip
     if device != "cuda":
         print("debug run on CPU: PERF.md's targets are H200 figures and are not checked")
     elif not args.check_targets:
@@ -705,6 +714,7 @@ def main(argv: list[str] | None = None) -> int:
             "scale": scale,
             "cold_cache": args.cold_cache,
             "graph": args.graph,
+            "autotune": args.autotune,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "argv": sys.argv[1:] if argv is None else argv,
         }

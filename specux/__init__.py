@@ -36,10 +36,13 @@ from specux.twins import CQT, ISTFT, LFCC, MFCC, STFT, VQT, Chroma, FFTConvolve,
 
 
 def clear_cache() -> None:
-    """Forget compiled kernels: the in-memory caches and the disk cache (SPECUX_CACHE_DIR)."""
+    """Forget compiled kernels and autotuned winners: in memory and in the disk cache
+    (SPECUX_CACHE_DIR)."""
+    from specux.kernels import tuning
     from specux.kernels.cache import clear_all
 
     clear_all()
+    tuning.clear()
 
 
 if _torch_module() is not None:

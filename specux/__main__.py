@@ -47,7 +47,31 @@ def info() -> int:
     if not options.disk_cache_enabled():
         cache = "disabled (SPECUX_DISK_CACHE=0)"
     print(f"kernel cache: {cache}")
+    print(f"autotune: {'on' if options.is_autotuning() else 'off'} (specux.autotune, "
+          f"SPECUX_AUTOTUNE); {_autotune_winners()}")
     return 0
+
+
+def _autotune_winners() -> str:
+    """The stored autotune winners: each GPU model's file and its count."""
+    import glob
+    import json
+    import os
+
+    from specux import options
+
+    if not options.disk_cache_enabled():
+        return "winners kept in memory only"
+    files = sorted(glob.glob(os.path.join(options.cache_dir(), "autotune", "*.json")))
+    counts = []
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as f:
+                count = len(json.load(f).get("entries", {}))
+        except (OSError, ValueError, AttributeError):
+            count = "unreadable"
+        counts.append(f"{os.path.basename(path)[:-5]}: {count}")
+    return "winners stored: " + (", ".join(counts) if counts else "none")
 
 
 def demo(png: str | None) -> int:

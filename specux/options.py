@@ -3,7 +3,8 @@
 Environment switches (:func:`env_flag`: 1 / true / yes / on, 0 / false / no / off):
 ``SPECUX_DETERMINISTIC=1`` starts with deterministic mode on; ``SPECUX_TENSOR_CORES=0`` keeps
 float32 products off the tensor cores (see :func:`tensor_cores_enabled`);
-``SPECUX_DISK_CACHE=0`` keeps compiled kernels in memory only.
+``SPECUX_DISK_CACHE=0`` keeps compiled kernels (and autotune winners) in memory only;
+``SPECUX_AUTOTUNE=1`` starts with autotuning on (``specux.autotune``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,19 @@ def env_flag(name: str, default: bool) -> bool:
 
 # Process-wide like torch's own flag: autograd may run a backward on another thread.
 _deterministic = env_flag("SPECUX_DETERMINISTIC", False)
+# specux.autotune(flag): tune each new CUDA configuration's block kernels once (plans.py)
+_autotune = env_flag("SPECUX_AUTOTUNE", False)
+
+
+def is_autotuning() -> bool:
+    """True when every new CUDA configuration is autotuned (``specux.autotune(True)``,
+    ``SPECUX_AUTOTUNE=1``)."""
+    return _autotune
+
+
+def set_autotune(flag: bool) -> None:
+    global _autotune
+    _autotune = bool(flag)
 
 
 def _torch_deterministic() -> bool:

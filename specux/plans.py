@@ -7,16 +7,22 @@ generated kernels compiled or loaded from the disk cache) is built then and not 
 first call that matters; calling it checks that the input has the bound layout and runs the
 transform. Results are the function's own, bit for bit.
 
-Autotuning is not built: the CUDA planner chooses each configuration's kernel by rule and
-has no variants to time yet, so :meth:`Plan.autotune` and ``specux.autotune(True)`` raise
-:class:`~specux.errors.BackendUnavailableError` saying so (``SPECUX_AUTOTUNE`` is not read).
+:meth:`Plan.autotune` times, on the plan's CUDA device, the alternatives of the block kernels
+its call launches (transforms a block, register bound: :mod:`specux.kernels.tuning`) and keeps
+a faster one only where it gives the same output bits; the winners are stored per GPU model
+in the cache folder, so later processes plan with them. ``specux.autotune(True)`` (or
+``SPECUX_AUTOTUNE=1``) does this for the first eager call of each new configuration (function,
+parameters, input layout) on a CUDA torch tensor or cupy array.
 """
 
 from __future__ import annotations
 
+import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
+from specux import options as _options
 from specux.compat.arrays import dtype_name, library_of
 from specux.errors import BackendUnavailableError
 from specux.meta.params import as_bool
@@ -25,11 +31,6 @@ from specux.meta.params import as_bool
 _TRANSFORMS = ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2",
                "irfft2", "fftn", "ifftn", "rfftn", "irfftn", "stft", "istft", "melspectrogram",
                "mfcc", "lfcc", "chroma", "cqt", "vqt", "fftconvolve")  # fmt: skip
-
-_NOT_BUILT = (
-    "autotuning is not built: the CUDA planner picks one kernel per configuration by rule "
-    "and has no variants to time yet"
-)
 
 
 def _transform(op: str | Callable) -> tuple[str, Callable]:
@@ -64,6 +65,7 @@ class Plan:
         self.op, self._function = _transform(op)
         self.params = dict(params)
         self.library, self.shape, self.dtype, self.device = _layout(x)
+        self.tuning = None  # autotune()'s report
         # Warm-up: checks the parameters and builds what the first call builds.
         self._function(x, **self.params)
 
@@ -78,12 +80,18 @@ class Plan:
         return self._function(x, **self.params)
 
     def autotune(self) -> Plan:
-        """Time the plan's kernel variants on its device and keep the fastest: not built (see
-        the module); raises BackendUnavailableError."""
-        if self.device == "cpu":
-            raise BackendUnavailableError(f"autotune: this plan runs on the CPU; autotuning "
-                                          f"is for CUDA plans, and {_NOT_BUILT}")  # fmt: skip
-        raise BackendUnavailableError(f"autotune: {_NOT_BUILT}")
+        """Time the plan's block-kernel variants on its CUDA device (module doc) with a
+        random input of its layout, keep the fastest that gives the rule's output bits, and
+        store the winners; ``plan.tuning`` then holds the report (``str()`` it). Returns the
+        plan. CPU (numpy) plans raise BackendUnavailableError."""
+        if self.library not in ("torch", "cupy") or self.device == "cpu":
+            raise BackendUnavailableError(
+                "autotune: this plan runs on the CPU; autotuning times CUDA kernels: make the "
+                "plan with a CUDA torch tensor or a cupy array")  # fmt: skip
+        sample = _sample(self.library, self.shape, self.dtype, self.device)
+        self.tuning = _tune(lambda: self._function(sample, **self.params), self.library,
+                            sample)  # fmt: skip
+        return self
 
     def __repr__(self) -> str:
         return (f"Plan({self.op}, {self.library} {self.dtype} {self.shape} on {self.device}, "
@@ -96,11 +104,114 @@ def plan(op: str | Callable, x: Any, **params: Any) -> Plan:
 
 
 def autotune(flag: bool) -> None:
-    """``autotune(True)``: autotune every new CUDA configuration once, cached -- not built
-    (the module says why): raises BackendUnavailableError. ``autotune(False)`` is the state
-    the library is always in."""
-    if as_bool("flag", flag):
-        raise BackendUnavailableError(f"autotune(True): {_NOT_BUILT}")
+    """``autotune(True)``: autotune the first eager call of every new CUDA configuration
+    (function, parameters, input layout), once a process; its winners are stored and apply
+    in later processes too. ``autotune(False)`` (the default; ``SPECUX_AUTOTUNE=1`` starts
+    on) stops tuning new configurations and keeps the winners found."""
+    _options.set_autotune(as_bool("flag", flag))
+
+
+def _sample(library: str, shape: tuple, dtype: str, device: str):
+    """A random input of a plan's layout (timing does not depend on the values)."""
+    if library == "torch":
+        import torch
+
+        g = torch.Generator(device=device).manual_seed(0)
+        return torch.randn(shape, dtype=getattr(torch, dtype), device=device, generator=g)
+    import cupy
+
+    digits = re.findall(r"\d+", device)  # "<CUDA Device 0>"
+    with cupy.cuda.Device(int(digits[-1]) if digits else 0):
+        real = cupy.random.default_rng(0).standard_normal(shape)
+        if dtype.startswith("complex"):
+            real = real + 1j * cupy.random.default_rng(1).standard_normal(shape)
+        return real.astype(dtype)
+
+
+def _device_index(sample) -> int:
+    device = sample.device
+    return int(device.index if hasattr(device, "index") else device.id)
+
+
+_tuning = threading.local()  # set while this thread tunes (its calls are not tuned again)
+
+
+def _tune(run: Callable[[], Any], library: str, sample):
+    from specux.kernels import tuning
+
+    timer = tuning.Timer(library, _device_index(sample))
+    _tuning.active = True
+    try:
+        if library == "torch":
+            import torch
+
+            with torch.no_grad(), torch.cuda.device(_device_index(sample)):
+                return tuning.autotune_call(run, timer)
+        import cupy
+
+        with cupy.cuda.Device(_device_index(sample)):
+            return tuning.autotune_call(run, timer)
+    finally:
+        _tuning.active = False
+
+
+_tuned_configurations: set = set()
+
+
+def _configuration(fn: Callable, first: Any, arguments: dict) -> tuple | None:
+    """A hashable key of a call's configuration: function, input layout and the other
+    arguments (arrays by their layout), or None if an argument cannot be keyed."""
+    items = []
+    for name, value in arguments.items():
+        if hasattr(value, "shape") and hasattr(value, "dtype"):
+            value = ("array", _layout(value))
+        try:
+            hash(value)
+        except TypeError:
+            return None
+        items.append((name, value))
+    return (fn.__module__, fn.__qualname__, _layout(first), tuple(items))
+
+
+def autotune_first_call(fn: Callable, signature, args: tuple, kwargs: dict) -> None:
+    """With ``specux.autotune(True)``: tune a configuration's first eager CUDA call (on a
+    random input of its layout) before the call runs. Calls being compiled or captured into
+    a CUDA graph, and numpy inputs, are not tuned."""
+    from specux.compat.arrays import CUPY, TORCH
+    from specux.compat.torch_compat import compiling
+
+    if getattr(_tuning, "active", False):
+        return
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return  # the call raises it
+    first_name, first = next(iter(bound.arguments.items()))
+    library = library_of(first)
+    if library not in (TORCH, CUPY) or compiling():
+        return
+    if library == TORCH:
+        import torch
+
+        if first.device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+            return
+    rest = {k: v for k, v in bound.arguments.items() if k != first_name}
+    key = _configuration(fn, first, rest)
+    if key is None or key in _tuned_configurations:
+        return
+    _tuned_configurations.add(key)
+    library, shape, dtype, device = _layout(first)
+    sample = _sample(library, shape, dtype, device)
+    try:
+        _tune(lambda: fn(sample, **rest), library, sample)
+    except (ValueError, TypeError, BackendUnavailableError):
+        return  # bad arguments, no CUDA: the call itself raises the same next
+    except Exception as exc:  # noqa: BLE001 - tuning is an optimization: the call still runs
+        import warnings
+
+        warnings.warn(f"specux: autotuning {fn.__name__} failed ({type(exc).__name__}: {exc});"
+                      " the call runs with the planner's kernels", RuntimeWarning,
+                      stacklevel=3)  # fmt: skip
 
 
 __all__ = ["Plan", "autotune", "plan"]

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from specux import options as _options
 from specux import routing
 from specux.compat.arrays import CUPY, NUMPY, library_of
 from specux.compat.torch_compat import torch_module
@@ -82,6 +83,10 @@ def across_libraries(fn=None, *, host_only=None):
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _options.is_autotuning():
+            from specux.plans import autotune_first_call
+
+            autotune_first_call(fn, signature, args, kwargs)
         first = args[0] if args else kwargs.get(first_name)
         if not isinstance(first, np.ndarray) and not _is_cupy(first):
             return fn(*args, **kwargs)  # torch tensors (and bad inputs: fn raises)

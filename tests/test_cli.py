@@ -32,6 +32,7 @@ def test_info_names_backends_and_reasons():
         if "unavailable" in line:
             assert len(line.split("unavailable:", 1)[1].strip()) > 10  # a reason is given
     assert "kernel cache:" in out
+    assert "autotune: off" in out and "winners stored:" in out
     assert "CPU FFT: " in out and "(set by SPECUX_CPU_FFT: auto, mkl, scipy, numpy)" in out
 
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from specux.kernels import tuning
 from specux.kernels.codegen.block import block_launch_sizes
 from specux.kernels.codegen.fft import launch_sizes
 from specux.kernels.codegen.gather import GATHER_THREADS, SEAM_POSITIONS, GatherSpec
@@ -734,6 +735,7 @@ def _launch_block(backend, spec: BlockSpec, batch: int, args: tuple) -> None:
     table = backend.table(key, _block_table(spec), spec.precision)
     args = args[:2] + (backend.pointer(table),) + args[3:]
     grid, threads, shared = block_launch_sizes(spec, batch)
+    tuning.launched(spec)
     backend.launch(spec, grid, threads, shared, args)
 
 

@@ -435,6 +435,9 @@ class BlockSpec:
     # slots of skewed(n) + slot_extra points (shared_layout)
     skew_shift: int = -1
     slot_extra: int = 0
+    # the register bound as blocks an SM chosen by autotuning (kernels.tuning; 1: none);
+    # 0: min_blocks' rule
+    bound: int = 0
 
     @property
     def shift(self) -> int:
@@ -507,7 +510,9 @@ class BlockSpec:
         division at its start (39 registers, 3 blocks an SM, then); bounded to 3 blocks it
         had run slower (0.146 ms vs 0.138). Blocks of fewer than 256 threads (n_fft below
         512) keep the compiler's choice: their bound would ask for more blocks an SM than
-        the 32 it runs."""
+        the 32 it runs. A spec with ``bound`` set (autotuning, kernels.tuning) takes it."""
+        if self.bound:
+            return self.bound
         ola = self.store.ola_hop and self.precision == "float32" and self.block_threads >= 256
         if ola and self.store.value == "adjoint":
             return max(1, OLA_THREADS_PER_SM // self.block_threads)
@@ -537,7 +542,8 @@ def block(
     load_staged: bool = False, store_staged: bool = False, pack: str = "",
     split: bool = False, twist: bool = False, unit_in: bool = False, unit_out: bool = False,
 ) -> BlockSpec:  # fmt: skip
-    """The block kernel of an ``n``-point transform (``block_fits`` must hold).
+    """The block kernel of an ``n``-point transform (``block_fits`` must hold): the rules
+    below, unless autotuning recorded another kernel for their choice (:func:`tuned`).
 
     The inverse real transforms (``pack`` c2r) and the kernels of the |stft| ** power
     backward (StoreSpec.value ``adjoint`` and ``cotangent``, which must round alike: the
@@ -567,9 +573,9 @@ def block(
             raise ValueError(f"no overlap-add block kernel of {2 * n} points, hop "
                              f"{store.ola_hop}, in {precision}")  # fmt: skip
         extra = staged_layout(n, radices, threads, per_block, precision) if load_staged else 0
-        return BlockSpec(n, radices, sign, precision, threads, per_block, load, store,
-                         load_staged, False, pack, unit_in=unit_in,
-                         slot_extra=extra)  # fmt: skip
+        return tuned(BlockSpec(n, radices, sign, precision, threads, per_block, load, store,
+                               load_staged, False, pack, unit_in=unit_in,
+                               slot_extra=extra))  # fmt: skip
     # About 256 threads a block; staged transfers want >= 32 contiguous bytes per row (a whole
     # sector), for which they may take up to a block's 1024 threads and 150 KiB.
     per_block = max(1, 256 // threads)
@@ -584,9 +590,16 @@ def block(
         extra = staged_layout(n, radices, threads, per_block, precision)
     else:
         shift, extra = shared_layout(n, radices, threads, per_block, precision)
-    return BlockSpec(n, radices, sign, precision, threads, per_block, load, store,
-                     load_staged, store_staged, pack, split, twist, unit_in, unit_out,
-                     shift, extra)  # fmt: skip
+    return tuned(BlockSpec(n, radices, sign, precision, threads, per_block, load, store,
+                           load_staged, store_staged, pack, split, twist, unit_in, unit_out,
+                           shift, extra))  # fmt: skip
+
+
+def tuned(spec: BlockSpec) -> BlockSpec:
+    """The rule's ``spec`` or the autotuned winner recorded for it (kernels.tuning)."""
+    from specux.kernels import tuning  # (it imports this module)
+
+    return tuning.tuned(spec)
 
 
 EXPAND_UNROLLED = 4  # StoreSpec.expand: the most terms a bin unrolled

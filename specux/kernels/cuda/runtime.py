@@ -21,6 +21,7 @@ from typing import Any
 
 from specux.compat import cuda as _cuda
 from specux.errors import BackendUnavailableError
+from specux.kernels import tuning
 from specux.kernels.cache import KernelCache
 from specux.kernels.cuda.compiler import compile_cubin, default_options
 
@@ -106,9 +107,24 @@ def once(table: dict, key: Any, build: Callable[[], Any]) -> Any:
 def _primary_context(device_index: int) -> Any:
     # Retained once and never released: torch holds the same context for the process
     # lifetime, and a release could destroy it under torch's feet.
-    return once(_contexts, device_index, lambda: _cuda.check(
-        _cuda.driver().cuDevicePrimaryCtxRetain(_device(device_index)),
-        "cuDevicePrimaryCtxRetain"))  # fmt: skip
+    return once(_contexts, device_index, lambda: _open(device_index))
+
+
+def _open(device_index: int) -> Any:
+    ctx = _cuda.check(_cuda.driver().cuDevicePrimaryCtxRetain(_device(device_index)),
+                      "cuDevicePrimaryCtxRetain")  # fmt: skip
+    tuning.activate(gpu_model(device_index))  # the autotuned winners stored for this model
+    return ctx
+
+
+@functools.cache
+def gpu_model(device_index: int) -> str:
+    """The device's model as autotuning names it: name, architecture, SM count."""
+    name = _cuda.check(_cuda.driver().cuDeviceGetName(256, _device(device_index)),
+                       "cuDeviceGetName")  # fmt: skip
+    name = bytes(name).split(b"\0", 1)[0].decode(errors="replace")
+    return tuning.model_name(name, device_arch(device_index),
+                             device_attribute(device_index, "multiprocessor_count"))
 
 
 def context(device_index: int) -> Any:

@@ -1,0 +1,359 @@
+"""Autotuning of the block kernels (specux.kernels.tuning): the variants, the search (run on
+the host emulation with a scripted timer), the winners' file and the switches."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import specux
+from specux.kernels import plan, tuning
+from specux.kernels.plan import LoadSpec, StoreSpec
+
+
+@pytest.fixture(autouse=True)
+def _fresh_table():
+    tuning.forget()
+    yield
+    tuning.forget()
+
+
+def _rules():
+    """Rule specs of the kernel kinds the planner makes (plain, staged, framed + reduce, fused
+    adjoint, four-step column, overlap-add)."""
+    frames = LoadSpec(mode="real", frames="constant", window=True)
+    return {
+        "c2c 1024": plan.block(1024, -1, "float32", LoadSpec(), StoreSpec()),
+        "c2c 64 f64": plan.block(64, -1, "float64", LoadSpec(), StoreSpec()),
+        "staged 200": plan.block(200, -1, "float32", LoadSpec(), StoreSpec(),
+                                 load_staged=True, store_staged=True),
+        "mel 512": plan.block(256, -1, "float32", frames,
+                              StoreSpec(mode="half", value="power", reduce="bank", bins=257),
+                              pack="r2c"),
+        "adjoint 512": plan.block(256, 1, "float32", frames,
+                                  StoreSpec(mode="half", value="adjoint"), pack="r2c"),
+        "column 4096": plan.block(4096, -1, "float32", LoadSpec(), StoreSpec(),
+                                  load_staged=True, store_staged=True, split=True, twist=True),
+        "istft 1024": plan.block(512, 1, "float32", LoadSpec(mode="hermitian"),
+                                 StoreSpec(mode="real", ola_hop=256), pack="c2r"),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(_rules()))
+def test_variants_are_kernels_the_generator_supports(name):
+    rule = _rules()[name]
+    found = tuning.variants(rule)
+    assert found and rule not in found
+    cap = (150 if rule.load_staged or rule.store_staged else 100) * 1024
+    for v in found:
+        assert (v.per_block, v.min_blocks) != (rule.per_block, rule.min_blocks)
+        assert v.block_threads <= plan.MAX_THREADS
+        assert v.min_blocks * v.block_threads <= 2048
+        assert v.per_block == rule.per_block or v.shared_bytes <= cap
+        # the four-step columns map rows to blocks, the overlap-add kernels' blocks are frames
+        if rule.split or rule.store.ola_hop:
+            assert v.per_block == rule.per_block
+        # everything else is the rule's
+        same = ("n", "radices", "sign", "precision", "threads", "load", "store", "pack")
+        assert all(getattr(v, f) == getattr(rule, f) for f in same)
+
+
+def test_the_planner_takes_a_recorded_winner_and_forgets_it():
+    rule = plan.block(1024, -1, "float32", LoadSpec(), StoreSpec())
+    winner = tuning.variants(rule)[0]
+    tuning.set_entry(rule, winner)
+    assert plan.block(1024, -1, "float32", LoadSpec(), StoreSpec()) == winner
+    assert plan.block(1024, 1, "float32", LoadSpec(), StoreSpec()) != winner  # another rule
+    tuning.set_entry(rule, None)
+    assert plan.block(1024, -1, "float32", LoadSpec(), StoreSpec()) == rule
+    tuning.set_entry(rule, winner)
+    tuning.forget()
+    assert plan.block(1024, -1, "float32", LoadSpec(), StoreSpec()) == rule
+
+
+emulate = pytest.importorskip("specux.kernels.emulate")
+needs_compiler = pytest.mark.skipif(emulate.compiler() is None, reason="needs a C++ compiler")
+
+
+class _ScriptedTimer:
+    """Times by the active winners: the call is fastest with ``favourite`` (per_block,
+    bound) on its kernel, and each variant timed is remembered."""
+
+    def __init__(self, favourite):
+        self.favourite, self.seen = favourite, []
+
+    def __call__(self, run):
+        run()
+        entries = tuning.entries()
+        self.seen.append(dict(entries))
+        return 0.5 if self.favourite in entries.values() else 1.0
+
+
+@needs_compiler
+def test_emulated_variants_give_the_rules_bits(rng):
+    """Every variant of an FFT's block kernels, run on the host emulation, gives the rule
+    kernel's output bits (what autotune_call requires of a winner)."""
+    x = (rng.standard_normal((70, 64)) + 1j * rng.standard_normal((70, 64)))
+    reference = emulate.fft_1d(x, "c2c", 64)
+    report = tuning.autotune_call(lambda: emulate.fft_1d(x, "c2c", 64), _ScriptedTimer(None))
+    (kernel,) = report.kernels
+    rule = kernel[0]
+    assert (rule.n, rule.precision, kernel[2]) == (64, "float64", None)  # the rule stays
+    assert not report.rejected and len(tuning.variants(rule)) >= 3
+    for variant in tuning.variants(rule):
+        tuning.set_entry(rule, variant)
+        np.testing.assert_array_equal(emulate.fft_1d(x, "c2c", 64), reference)
+
+
+def _every_variant_gives_the_rules_bits(run):
+    reference = run()
+    with tuning._record() as launched:
+        run()
+    rules = list(dict.fromkeys(launched))
+    assert rules
+    for rule in rules:
+        for variant in tuning.variants(rule):
+            tuning.set_entry(rule, variant)
+            for got, want in zip(run(), reference):
+                np.testing.assert_array_equal(got, want, err_msg=repr(variant))
+        tuning.set_entry(rule, None)
+
+
+@needs_compiler
+@pytest.mark.parametrize("pad_mode", ["constant", "reflect"])
+def test_emulated_filterbank_stft_variants_give_the_rules_bits(pad_mode, rng):
+    """The framed stft kernel with the filterbank reduce (mel's forward: the reduce groups
+    frames by per_block) and the real transforms, every variant on the host emulation."""
+    from specux.kernels import transform_exec
+    from specux.meta import filters
+
+    x = rng.standard_normal((2, 700)).astype(np.float32)
+    sparse = filters.sparse_bank(filters.mel(sr=8000, n_fft=128, n_mels=12))
+    bands, weights = transform_exec.bank_tables(sparse.starts, sparse.stops,
+                                                sparse.weights.astype(np.float32))  # fmt: skip
+    window = np.hanning(129)[:-1].astype(np.float32)
+    rows = rng.standard_normal((5, 200)).astype(np.float32)
+    half = np.fft.rfft(rows).astype(np.complex64)
+
+    def run():
+        spec = np.zeros((2, 1 + 700 // 32, 12), dtype=np.float32)
+        transform_exec.stft(emulate.HostBackend(), x, spec, window, signals=2, sig_len=700,
+                            n_fft=128, hop=32, pad=64, mode=pad_mode, onesided=True,
+                            value="power", eps=1e-10, scale=1.0, precision="float32",
+                            src_storage="float32", dst_storage="float32",
+                            bank=transform_exec.BankReduce(12, 2.0, 10.0), bands=bands,
+                            weights=weights)  # fmt: skip
+        return spec, emulate.fft_1d(rows, "r2c", 200), emulate.fft_1d(half, "c2r", 200)
+
+    _every_variant_gives_the_rules_bits(run)
+
+
+@needs_compiler
+def test_autotune_call_keeps_the_fastest_variant(rng, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECUX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tuning, "_model", "Test-GPU-sm_90-4sm")
+    real = rng.standard_normal((5, 96)).astype(np.float32)
+    reference = emulate.fft_1d(real, "r2c", 96)
+    with tuning._record() as launched:
+        emulate.fft_1d(real, "r2c", 96)
+    (rule,) = set(launched)
+    favourite = tuning.variants(rule)[-1]
+    timer = _ScriptedTimer((favourite.per_block, favourite.bound))
+    report = tuning.autotune_call(lambda: emulate.fft_1d(real, "r2c", 96), timer)
+    assert report.kernels == [(rule, 1.0, favourite, 0.5)]
+    assert str(report).startswith("48-point r2c kernel: 1.0000 ms -> 0.5000 ms")
+    # every variant was timed, the rule first
+    assert len(timer.seen) == 1 + len(tuning.variants(rule)) and timer.seen[0] == {}
+    assert plan.block(rule.n, rule.sign, rule.precision, rule.load, rule.store,
+                      pack=rule.pack, unit_in=rule.unit_in, unit_out=rule.unit_out) == favourite
+    np.testing.assert_array_equal(emulate.fft_1d(real, "r2c", 96), reference)
+    # stored for the model, and loaded by a process that opens a GPU of that model
+    stored = json.loads((tmp_path / "autotune" / "Test-GPU-sm_90-4sm.json").read_text())
+    assert stored["version"] == specux.__version__
+    assert stored["entries"] == {repr(rule): [favourite.per_block, favourite.bound]}
+    tuning.forget()
+    monkeypatch.setattr(tuning, "_model", None)
+    tuning.activate("Test-GPU-sm_90-4sm")
+    assert tuning.entries() == {repr(rule): (favourite.per_block, favourite.bound)}
+    # tuned again where the rule wins: its entry leaves the file
+    tuning.autotune_call(lambda: emulate.fft_1d(real, "r2c", 96), _ScriptedTimer(None))
+    stored = json.loads((tmp_path / "autotune" / "Test-GPU-sm_90-4sm.json").read_text())
+    assert stored["entries"] == {} and tuning.entries() == {}
+
+
+@needs_compiler
+def test_a_variant_with_other_bits_is_never_kept(rng, monkeypatch):
+    x = rng.standard_normal((4, 64)) + 0j
+
+    def run():
+        out = emulate.fft_1d(x, "c2c", 64)
+        if tuning.entries():  # any variant "differs" from the rule
+            out[0, 0] += 1
+        return out
+
+    report = tuning.autotune_call(run, lambda run_: 0.1 if tuning.entries() else 1.0)
+    (kernel,) = report.kernels
+    assert kernel[2] is None and len(report.rejected) == len(tuning.variants(kernel[0]))
+    assert all(why == "different output bits" for _, why in report.rejected)
+    assert tuning.entries() == {}
+
+
+def test_winners_file_problems_are_ignored(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECUX_CACHE_DIR", str(tmp_path))
+    folder = tmp_path / "autotune"
+    folder.mkdir()
+    (folder / "A.json").write_text("{not json")
+    monkeypatch.setattr(tuning, "_warned", False)
+    with pytest.warns(RuntimeWarning, match="ignoring the autotune winners"):
+        tuning.activate("A")
+    assert tuning.entries() == {}
+    # another version's planner, or malformed entries: ignored without a word
+    (folder / "B.json").write_text(json.dumps({"version": "0.0.0", "entries": {"k": [2, 0]}}))
+    (folder / "C.json").write_text(json.dumps({"version": specux.__version__,
+                                               "entries": {"k": [2, 0], "j": ["x", 0],
+                                                           "i": [1, 2, 3]}}))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tuning._read("B") == {}
+        assert tuning._read("C") == {"k": (2, 0)}
+    # SPECUX_DISK_CACHE=0: nothing read or written
+    monkeypatch.setenv("SPECUX_DISK_CACHE", "0")
+    assert tuning._read("C") == {}
+    tuning._write("D", {"k": (2, 0)})
+    assert not (folder / "D.json").exists()
+
+
+def test_an_unwritable_cache_keeps_winners_in_memory(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("SPECUX_CACHE_DIR", str(blocker))  # a file: no folder can be made
+    monkeypatch.setattr(tuning, "_warned", False)
+    with pytest.warns(RuntimeWarning, match="cannot store autotune winners"):
+        tuning._write("M", {"k": (2, 0)})
+
+
+def test_clear_cache_forgets_the_winners(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECUX_CACHE_DIR", str(tmp_path))
+    tuning._write("M", {"k": (2, 0)})
+    (tmp_path / "autotune" / "notes.txt").write_text("not ours")
+    rule = plan.block(1024, -1, "float32", LoadSpec(), StoreSpec())
+    tuning.set_entry(rule, tuning.variants(rule)[0])
+    specux.clear_cache()
+    assert tuning.entries() == {} and not (tmp_path / "autotune" / "M.json").exists()
+    assert (tmp_path / "autotune" / "notes.txt").exists()
+
+
+def test_model_names_are_file_names():
+    assert tuning.model_name("NVIDIA H200", "sm_90", 132) == "NVIDIA-H200-sm_90-132sm"
+    assert tuning.model_name("GPU/../x", "sm_80", 8) == "GPU-..-x-sm_80-8sm"
+
+
+def test_cpu_plans_refuse_autotune_and_the_switch_is_a_flag(rng):
+    p = specux.plan("rfft", rng.standard_normal(64))
+    with pytest.raises(specux.BackendUnavailableError, match="runs on the CPU"):
+        p.autotune()
+    from specux import options
+
+    x = rng.standard_normal(100)
+    expected = specux.rfft(x)
+    try:
+        specux.autotune(True)
+        assert options.is_autotuning()
+        # a numpy call on a machine without a GPU is not tuned and runs as always
+        np.testing.assert_array_equal(specux.rfft(x), expected)
+        assert tuning.entries() == {}
+    finally:
+        specux.autotune(False)
+    assert not options.is_autotuning()
+    with pytest.raises(ValueError, match="flag must be True or False"):
+        specux.autotune("yes")
+
+
+try:
+    import torch
+except ImportError:  # the torch-less CI job
+    torch = None
+
+needs_cuda = pytest.mark.skipif(torch is None or not torch.cuda.is_available(),
+                                reason="needs a CUDA GPU")  # fmt: skip
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("op, shape, params", [
+    ("melspectrogram", (8, 32000), dict(sr=16000, n_fft=512, hop_length=160, n_mels=64)),
+    ("rfft", (4096, 1000), dict()),
+    ("fft", (2, 2**20), dict()),
+    ("istft", (4, 257, 200), dict(n_fft=512, hop_length=128)),
+])  # fmt: skip
+def test_cuda_plan_autotune_keeps_the_bits(op, shape, params, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECUX_CACHE_DIR", str(tmp_path))
+    g = torch.Generator(device="cuda").manual_seed(0)
+    dtype = torch.complex64 if op == "istft" else torch.float32
+    x = torch.randn(shape, dtype=dtype, device="cuda", generator=g)
+    p = specux.plan(op, x, **params)
+    before = p(x)
+    assert p.autotune() is p
+    kernels = p.tuning.kernels
+    assert kernels and all(base > 0 and best <= base for _, base, _, best in kernels)
+    assert str(p.tuning).count("kernel:") == len(kernels)
+    assert not [why for _, why in p.tuning.rejected if why != "different output bits"]
+    after = p(x)
+    assert torch.equal(torch.view_as_real(after) if after.is_complex() else after,
+                       torch.view_as_real(before) if before.is_complex() else before)
+    # the winners are on disk for this GPU model
+    stored = json.loads((tmp_path / "autotune" / f"{tuning.active_model()}.json").read_text())
+    winners = {repr(rule): [w.per_block, w.bound] for rule, _, w, _ in kernels if w is not None}
+    assert {k: v for k, v in stored["entries"].items() if k in winners} == winners
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_cuda_autotune_switch_tunes_first_calls_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECUX_CACHE_DIR", str(tmp_path))
+    from specux import plans
+
+    x = torch.randn(4, 16000, device="cuda")
+    expected = specux.stft(x, n_fft=400, hop_length=160, output="power")
+    calls = []
+    real = tuning.autotune_call
+    monkeypatch.setattr(tuning, "autotune_call", lambda run, timer: calls.append(1) or
+                        real(run, timer))  # fmt: skip
+    try:
+        specux.autotune(True)
+        for _ in range(3):
+            got = specux.stft(x, n_fft=400, hop_length=160, output="power")
+            assert torch.equal(got, expected)
+        assert len(calls) == 1  # once a configuration
+        specux.stft(x[:2], n_fft=400, hop_length=160, output="power")  # a new layout
+        assert len(calls) == 2
+        # a call being captured into a CUDA graph is not tuned (its warm-up call was)
+        y = torch.randn(4, 8000, device="cuda")
+        specux.stft(y, n_fft=256, hop_length=64, output="power")
+        assert len(calls) == 3
+        plans._tuned_configurations.clear()  # as if new
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = specux.stft(y, n_fft=256, hop_length=64, output="power")
+        graph.replay()
+        assert len(calls) == 3
+        assert torch.equal(out, specux.stft(y, n_fft=256, hop_length=64, output="power"))
+    finally:
+        specux.autotune(False)
+        plans._tuned_configurations.clear()
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_cupy_plan_autotune(tmp_path, monkeypatch):
+    cupy = pytest.importorskip("cupy")
+    monkeypatch.setenv("SPECUX_CACHE_DIR", str(tmp_path))
+    x = cupy.random.default_rng(0).standard_normal((64, 4000)).astype(cupy.float32)
+    p = specux.plan("stft", x, n_fft=256, hop_length=64, output="magnitude")
+    before = p(x)
+    p.autotune()
+    assert p.tuning.kernels
+    assert cupy.array_equal(p(x), before)
