@@ -660,8 +660,8 @@ def test_emulated_sparse_bank(power, db, rng):
 # The fused reduce's groups of transforms: n_fft 128 (64 transforms a block: 8 groups of 8,
 # and with 200 bands several (group, band) pairs per thread), 400 (12: 2 groups of 6), 1000
 # (5: one group of 5), 1024 (8: 2 groups of 4, the mel workload's).
-REDUCE_CASES = [(128, 24, 8, 20), (128, 24, 8, 200), (400, 120, 6, 40), (1000, 300, 5, 80),
-                (1024, 256, 4, 80)]
+REDUCE_CASES = [(128, 24, 8, 20), (128, 24, 8, 200), (400, 120, 3, 40), (1000, 300, 2, 80),
+                (1024, 256, 2, 80)]
 
 
 @pytest.mark.parametrize("n_fft, hop, frames, n_bands", REDUCE_CASES)

@@ -966,8 +966,8 @@ def reduce_frames(per_block: int) -> int:
     """The transforms one thread of the filterbank reduce sums a band of at once: the
     largest divisor of ``per_block`` up to 8 that leaves the block two groups or more (so
     twice the bands' threads work: the mel workload's 8 transforms a block as 2 groups of 4
-    ran 6% faster on an H200 than as 1 of 8, docs/benchmarks.md), else the largest divisor
-    up to 8."""
+    ran 6% faster on an H200 than as 1 of 8, docs/benchmarks.md; with plan.FRAMED_THREADS
+    it holds 4, as 2 groups of 2), else the largest divisor up to 8."""
     divisors = [f for f in range(1, min(per_block, 8) + 1) if per_block % f == 0]
     return max([f for f in divisors if f >= 2 and per_block // f >= 2] or divisors)
 
