@@ -79,18 +79,36 @@ class Plan:
             raise ValueError(f"this {self.op} plan does not take x: its " + ", ".join(diffs))
         return self._function(x, **self.params)
 
-    def autotune(self) -> Plan:
+    def autotune(self, *, backward: bool = False) -> Plan:
         """Time the plan's block-kernel variants on its CUDA device (module doc) with a
         random input of its layout, keep the fastest that gives the rule's output bits, and
         store the winners; ``plan.tuning`` then holds the report (``str()`` it). Returns the
-        plan. CPU (numpy) plans raise BackendUnavailableError."""
+        plan. ``backward=True`` (torch plans of a floating or complex input) times the call
+        and the backward of its output's sum together, so the backward's kernels are tuned
+        too (and the gradient's bits must match as well). CPU (numpy) plans raise
+        BackendUnavailableError."""
         if self.library not in ("torch", "cupy") or self.device == "cpu":
             raise BackendUnavailableError(
                 "autotune: this plan runs on the CPU; autotuning times CUDA kernels: make the "
                 "plan with a CUDA torch tensor or a cupy array")  # fmt: skip
         sample = _sample(self.library, self.shape, self.dtype, self.device)
-        self.tuning = _tune(lambda: self._function(sample, **self.params), self.library,
-                            sample)  # fmt: skip
+        if not as_bool("backward", backward):
+            self.tuning = _tune(lambda: self._function(sample, **self.params), self.library,
+                                sample)  # fmt: skip
+            return self
+        if self.library != "torch" or not (sample.is_floating_point() or sample.is_complex()):
+            raise ValueError(f"autotune(backward=True) needs a torch plan of a floating or "
+                             f"complex input; this one is {self.library} {self.dtype}")
+        import torch
+
+        def run():
+            x = sample.detach().requires_grad_(True)
+            out = self._function(x, **self.params)
+            total = (torch.view_as_real(out) if out.is_complex() else out).sum()
+            (grad,) = torch.autograd.grad(total, x)
+            return out.detach(), grad
+
+        self.tuning = _tune(run, self.library, sample, grad=True)
         return self
 
     def __repr__(self) -> str:
@@ -136,7 +154,7 @@ def _device_index(sample) -> int:
 _tuning = threading.local()  # set while this thread tunes (its calls are not tuned again)
 
 
-def _tune(run: Callable[[], Any], library: str, sample):
+def _tune(run: Callable[[], Any], library: str, sample, grad: bool = False):
     from specux.kernels import tuning
 
     timer = tuning.Timer(library, _device_index(sample))
@@ -145,7 +163,7 @@ def _tune(run: Callable[[], Any], library: str, sample):
         if library == "torch":
             import torch
 
-            with torch.no_grad(), torch.cuda.device(_device_index(sample)):
+            with torch.set_grad_enabled(grad), torch.cuda.device(_device_index(sample)):
                 return tuning.autotune_call(run, timer)
         import cupy
 

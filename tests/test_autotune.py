@@ -312,6 +312,34 @@ def test_cuda_plan_autotune_keeps_the_bits(op, shape, params, tmp_path, monkeypa
 
 @pytest.mark.cuda
 @needs_cuda
+@pytest.mark.parametrize("op, shape, params", [
+    ("melspectrogram", (8, 32000), dict(sr=16000, n_fft=512, hop_length=160, n_mels=64)),
+    ("stft", (8, 32000), dict(n_fft=400, hop_length=160)),
+    ("istft", (4, 257, 200), dict(n_fft=512, hop_length=128)),
+])  # fmt: skip
+def test_cuda_plan_autotune_with_the_backward(op, shape, params, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECUX_CACHE_DIR", str(tmp_path))
+    dtype = torch.complex64 if op == "istft" else torch.float32
+    x = torch.randn(shape, dtype=dtype, device="cuda", requires_grad=True)
+    p = specux.plan(op, x, **params)
+
+    def both():
+        out = p(x)
+        (grad,) = torch.autograd.grad((torch.view_as_real(out) if out.is_complex()
+                                       else out).sum(), x)  # fmt: skip
+        return torch.view_as_real(out) if out.is_complex() else out, grad
+
+    before = both()
+    p.autotune(backward=True)
+    forward_only = specux.plan(op, x, **params).autotune()
+    # the backward's kernels were recorded too
+    assert len(p.tuning.kernels) > len(forward_only.tuning.kernels)
+    after = both()
+    assert all(torch.equal(a, b) for a, b in zip(after, before))
+
+
+@pytest.mark.cuda
+@needs_cuda
 def test_cuda_autotune_switch_tunes_first_calls_once(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECUX_CACHE_DIR", str(tmp_path))
     from specux import plans
@@ -357,3 +385,7 @@ def test_cupy_plan_autotune(tmp_path, monkeypatch):
     p.autotune()
     assert p.tuning.kernels
     assert cupy.array_equal(p(x), before)
+    with pytest.raises(ValueError, match=r"backward=True\) needs a torch plan"):
+        p.autotune(backward=True)
+    with pytest.raises(ValueError, match="backward must be True or False"):
+        p.autotune(backward="yes")
