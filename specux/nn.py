@@ -224,8 +224,10 @@ class STFT(_Module):
 class ISTFT(_Module):
     """:func:`specux.istft` as a module: ``ISTFT(n_fft=512)(S, length=None)``; buffer ``window``.
 
-    The window buffer needs its length at construction: pass ``n_fft`` or ``win_length`` (or a
-    window array). With ``n_fft=None`` the transform size still comes from ``S`` at each call.
+    The window buffer needs its length at construction, from ``n_fft`` or ``win_length`` (or a
+    window array); with ``n_fft=None`` the transform size still comes from ``S`` at each call.
+    With neither (``ISTFT()``, as ``specux.istft(S)``) a named window has no buffer: each call
+    builds it for the size ``S`` implies, as the function does.
     """
 
     twin_class = twins.ISTFT
@@ -238,22 +240,24 @@ class ISTFT(_Module):
             size = a["win_length"]
         if size is None and hasattr(a["window"], "shape"):
             size = a["window"].shape[0]
-        if size is None:
-            raise ValueError(
-                "specux.nn.ISTFT builds its window buffer at construction: pass n_fft (or "
-                "win_length, or a window array)"
-            )
+        self._length = a["length"]
+        if size is None:  # the size comes from S at each call, and the named window with it
+            self._named_window = a["window"]
+            self._kwargs = {k: a[k] for k in ("hop_length", "center", "normalized", "onesided")}
+            return
+        self._named_window = None
         p = self._setup_stft({**a, "pad_mode": "constant"}, n_fft=size)
         self._kwargs = {
             "n_fft": a["n_fft"], "hop_length": p.hop_length, "center": p.center,
             "normalized": p.normalized, "onesided": p.onesided,
         }  # fmt: skip
-        self._length = a["length"]
 
     def forward(self, S: torch.Tensor, length: int | None = None) -> torch.Tensor:  # noqa: N803
         """``(..., n_freq, n_frames) -> (..., length)``; ``length`` overrides the configured one."""
-        window = self.window
         length = self._length if length is None else length
+        if self._named_window is not None:
+            return specux.istft(S, window=self._named_window, length=length, **self._kwargs)
+        window = self.window
         return specux.istft(
             S, window=window, win_length=window.shape[0], length=length, **self._kwargs
         )

@@ -91,6 +91,22 @@ def test_istft_twin_takes_what_istft_takes(module):
         twins.ISTFT(n_fft=64, length=-1)
 
 
+@pytest.mark.parametrize("window", ["hann", ("kaiser", 6.0)])
+def test_module_istft_without_a_size_takes_it_from_the_spectrum(window):
+    """nn.ISTFT() (no n_fft, win_length or window array: it raised) builds its named window
+    for the size S implies at each call, as specux.istft(S) does, and has no buffer."""
+    x = torch.from_numpy(_signal((2, 3000)))
+    m = nn.ISTFT(window=window, hop_length=16, length=3000)
+    assert "window" not in m.state_dict()
+    for n_fft in (64, 100):
+        S = specux.stft(x, n_fft, 16, window=window)
+        got = m(S)
+        assert torch.equal(got, specux.istft(S, hop_length=16, window=window, length=3000))
+        assert rel_l2(got.numpy(), x.numpy()) <= TOLERANCES["roundtrip64"]
+    S = specux.stft(x, 64, 16).requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda s: nn.ISTFT(hop_length=16)(s), (S[:1, :, :20],))
+
+
 def test_twin_fftconvolve_binds_its_kernel():
     """With the kernel given (first positionally as an array, or y=) the twin is called with
     the signal alone, as API.md's twins are; a string first argument is still the mode."""
@@ -440,8 +456,6 @@ def test_module_input_and_parameter_errors():
         nn.MFCC(sr=SR, n_mfcc=50, n_mels=40)
     with pytest.raises(ValueError, match="tuning"):
         nn.Chroma(sr=22050, tuning=None)
-    with pytest.raises(ValueError, match="n_fft"):
-        nn.ISTFT()
     with pytest.raises(TypeError, match="dtype"):
         nn.STFT(dtype=torch.int32)
 
