@@ -193,20 +193,20 @@ def _configuration(fn: Callable, first: Any, arguments: dict) -> tuple | None:
 
 def autotune_first_call(fn: Callable, signature, args: tuple, kwargs: dict) -> None:
     """With ``specux.autotune(True)``: tune a configuration's first eager CUDA call (on a
-    random input of its layout) before the call runs. Calls being compiled or captured into
-    a CUDA graph, and numpy inputs, are not tuned."""
+    random input of its layout) before the call runs. Calls being captured into a CUDA
+    graph, and numpy inputs, are not tuned; the caller skips calls being compiled (this
+    function's signature binding is not traceable)."""
     from specux.compat.arrays import CUPY, TORCH
-    from specux.compat.torch_compat import compiling
 
     if getattr(_tuning, "active", False):
         return
     try:
         bound = signature.bind(*args, **kwargs)
-    except TypeError:
+        first_name, first = next(iter(bound.arguments.items()))
+        library = library_of(first)
+    except (TypeError, StopIteration):
         return  # the call raises it
-    first_name, first = next(iter(bound.arguments.items()))
-    library = library_of(first)
-    if library not in (TORCH, CUPY) or compiling():
+    if library not in (TORCH, CUPY):
         return
     if library == TORCH:
         import torch

@@ -32,7 +32,7 @@ import numpy as np
 from specux import options as _options
 from specux import routing
 from specux.compat.arrays import CUPY, NUMPY, library_of
-from specux.compat.torch_compat import torch_module
+from specux.compat.torch_compat import compiling, torch_module
 from specux.errors import BackendUnavailableError
 from specux.meta.params import backend_name
 
@@ -83,7 +83,7 @@ def across_libraries(fn=None, *, host_only=None):
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _options.is_autotuning():
+        if _options.is_autotuning() and not compiling():
             from specux.plans import autotune_first_call
 
             autotune_first_call(fn, signature, args, kwargs)

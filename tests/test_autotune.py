@@ -389,3 +389,27 @@ def test_cupy_plan_autotune(tmp_path, monkeypatch):
         p.autotune(backward=True)
     with pytest.raises(ValueError, match="backward must be True or False"):
         p.autotune(backward="yes")
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_the_switch_leaves_compiled_and_bad_calls_alone(rng):
+    """With autotune on, torch.compile(fullgraph=True) still traces the transforms (the
+    first-call hook is skipped while compiling), and bad inputs raise the function's own
+    errors."""
+    from specux import plans
+
+    x = torch.from_numpy(rng.standard_normal((2, 1000)))
+    fn = lambda t: specux.melspectrogram(t, sr=16000, n_fft=128, n_mels=16)  # noqa: E731
+    expected = fn(x)
+    try:
+        specux.autotune(True)
+        torch._dynamo.reset()
+        got = torch.compile(fn, fullgraph=True, backend="aot_eager")(x)
+        assert torch.equal(got, expected)
+        with pytest.raises(TypeError, match="must be a numpy.ndarray, torch.Tensor"):
+            specux.stft([1.0, 2.0], n_fft=2)
+        with pytest.raises(TypeError):
+            specux.stft()
+        assert not plans._tuned_configurations  # CPU tensors are not tuned
+    finally:
+        specux.autotune(False)
