@@ -696,6 +696,9 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
     monkeypatch.setattr(runtime, "_device", lambda index: index)
     monkeypatch.setattr(runtime, "_contexts", {})
     monkeypatch.setattr(runtime, "_modules", {})
+    models = []
+    monkeypatch.setattr(runtime, "gpu_model", lambda index: models.append(index) or "Fake")
+    monkeypatch.setattr(runtime.tuning, "activate", lambda model: None)
     loaded = []
     monkeypatch.setattr(runtime, "Module", lambda image, index: loaded.append(index) or object())
 
@@ -706,6 +709,7 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(first_use, [0, 1] * 4))
     assert sorted(retained) == [0, 1] and sorted(loaded) == [0, 1]
+    assert sorted(models) == [0, 1]  # autotuned winners looked up once a device
     assert {ctx for ctx, _ in results} == {1000, 1001}
     assert len({id(module) for _, module in results}) == 2
 
@@ -849,3 +853,20 @@ def test_upload_copies_off_the_calling_thread(monkeypatch):
     assert copy[0] == "copy" and copy[1] != threading.get_ident()  # another thread
     assert copy[2] is side and copy[3] == "cuda:0"  # inside the side stream
     assert wait == ("wait", current, side) and record == ("record", current)
+
+
+def test_a_device_that_cannot_be_named_still_opens(monkeypatch):
+    """The autotuned winners are looked up by the GPU's model when its context opens; a
+    driver that cannot name the device warns and the context opens anyway."""
+    from specux.kernels.cuda import runtime
+
+    class Driver:
+        def cuDevicePrimaryCtxRetain(self, device):  # noqa: N802 - the driver API's name
+            return (0, 2000 + device)
+
+    monkeypatch.setattr(runtime._cuda, "driver", lambda: Driver())
+    monkeypatch.setattr(runtime, "_device", lambda index: index)
+    monkeypatch.setattr(runtime, "_contexts", {})
+    monkeypatch.setattr(runtime, "gpu_model", lambda index: Driver().cuDeviceGetName(256, index))
+    with pytest.warns(RuntimeWarning, match="cannot name CUDA device 3"):
+        assert runtime._primary_context(3) == 2003

@@ -113,7 +113,15 @@ def _primary_context(device_index: int) -> Any:
 def _open(device_index: int) -> Any:
     ctx = _cuda.check(_cuda.driver().cuDevicePrimaryCtxRetain(_device(device_index)),
                       "cuDevicePrimaryCtxRetain")  # fmt: skip
-    tuning.activate(gpu_model(device_index))  # the autotuned winners stored for this model
+    try:
+        model = gpu_model(device_index)
+    except Exception as exc:  # noqa: BLE001 - the winners are an optimization, the context is not
+        import warnings
+
+        warnings.warn(f"specux: cannot name CUDA device {device_index} ({exc}): its autotuned "
+                      "kernels are not loaded", RuntimeWarning, stacklevel=2)  # fmt: skip
+    else:
+        tuning.activate(model)  # the autotuned winners stored for this model
     return ctx
 
 
