@@ -156,47 +156,78 @@ _tuning = threading.local()  # set while this thread tunes (its calls are not tu
 
 def _tune(run: Callable[[], Any], library: str, sample, grad: bool = False):
     from specux.kernels import tuning
+    from specux.kernels.cuda.runtime import gpu_model
 
-    timer = tuning.Timer(library, _device_index(sample))
+    index = _device_index(sample)
+    timer = tuning.Timer(library, index)
+    model = gpu_model(index)  # (the winners are stored for the GPU they were timed on)
     _tuning.active = True
     try:
         if library == "torch":
             import torch
 
-            with torch.set_grad_enabled(grad), torch.cuda.device(_device_index(sample)):
-                return tuning.autotune_call(run, timer)
+            with torch.set_grad_enabled(grad), torch.cuda.device(index):
+                return tuning.autotune_call(run, timer, model)
         import cupy
 
-        with cupy.cuda.Device(_device_index(sample)):
-            return tuning.autotune_call(run, timer)
+        with cupy.cuda.Device(index):
+            return tuning.autotune_call(run, timer, model)
     finally:
         _tuning.active = False
 
 
 _tuned_configurations: set = set()
+_configurations_lock = threading.Lock()
+_MOST_CONFIGURATIONS = 4096  # then the set starts over (a configuration may be tuned again)
 
 
-def _configuration(fn: Callable, first: Any, arguments: dict) -> tuple | None:
-    """A hashable key of a call's configuration: function, input layout and the other
-    arguments (arrays by their layout), or None if an argument cannot be keyed."""
+def _key_value(value: Any) -> Any:
+    try:
+        return ("array", _layout(value), library_of(value))
+    except (TypeError, AttributeError):  # not an array: the value itself
+        return value
+
+
+def _configuration(fn: Callable, signature, bound) -> tuple | None:
+    """A hashable key of a call's configuration: the function, its input's layout and every
+    other argument (arrays by their layout, the extra keyword parameters of mfcc / lfcc /
+    chroma one by one), or None if an argument cannot be keyed."""
+    import inspect
+
     items = []
-    for name, value in arguments.items():
-        if hasattr(value, "shape") and hasattr(value, "dtype"):
-            value = ("array", _layout(value))
-        try:
-            hash(value)
-        except TypeError:
-            return None
-        items.append((name, value))
-    return (fn.__module__, fn.__qualname__, _layout(first), tuple(items))
+    for name, value in bound.arguments.items():
+        if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+            items += [(f"{name}.{k}", _key_value(v)) for k, v in sorted(value.items())]
+        else:
+            items.append((name, _key_value(value)))
+    key = (fn.__module__, fn.__qualname__, tuple(items))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
-def autotune_first_call(fn: Callable, signature, args: tuple, kwargs: dict) -> None:
-    """With ``specux.autotune(True)``: tune a configuration's first eager CUDA call (on a
-    random input of its layout) before the call runs. Calls being captured into a CUDA
-    graph, and numpy inputs, are not tuned; the caller skips calls being compiled (this
-    function's signature binding is not traceable)."""
+def _capturing(library: str) -> bool:
+    """Whether the current stream is capturing a CUDA graph (torch's or cupy's)."""
+    if library == "torch":
+        import torch
+
+        return torch.cuda.is_current_stream_capturing()
+    import cupy
+
+    return cupy.cuda.get_current_stream().is_capturing()
+
+
+def autotune_first_call(public: Callable, signature, args: tuple, kwargs: dict) -> None:
+    """With ``specux.autotune(True)``: tune a configuration's first plain eager CUDA call
+    (through the public function ``public``, on a random input of its layout) before the
+    call runs. Calls being captured into a CUDA graph, calls under torch's fake tensors,
+    dispatch modes or functorch transforms, and numpy inputs are not tuned; the caller
+    skips calls being compiled (this function is not traceable). An argument the function
+    refuses is left to the call to raise."""
     from specux.compat.arrays import CUPY, TORCH
+    from specux.compat.torch_compat import plain_eager
 
     if getattr(_tuning, "active", False):
         return
@@ -204,31 +235,34 @@ def autotune_first_call(fn: Callable, signature, args: tuple, kwargs: dict) -> N
         bound = signature.bind(*args, **kwargs)
         first_name, first = next(iter(bound.arguments.items()))
         library = library_of(first)
-    except (TypeError, StopIteration):
-        return  # the call raises it
-    if library not in (TORCH, CUPY):
-        return
-    if library == TORCH:
-        import torch
-
-        if first.device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+        if library not in (TORCH, CUPY):
             return
-    rest = {k: v for k, v in bound.arguments.items() if k != first_name}
-    key = _configuration(fn, first, rest)
-    if key is None or key in _tuned_configurations:
+        if library == TORCH and (first.device.type != "cuda" or not plain_eager()):
+            return
+        if _capturing(library):
+            return
+        key = _configuration(public, signature, bound)
+        if key is None:
+            return
+        with _configurations_lock:
+            if key in _tuned_configurations:
+                return
+            if len(_tuned_configurations) >= _MOST_CONFIGURATIONS:
+                _tuned_configurations.clear()
+            _tuned_configurations.add(key)
+        sample = _sample(*_layout(first))
+    except Exception:  # noqa: BLE001 - an argument the call itself refuses (and raises)
         return
-    _tuned_configurations.add(key)
-    library, shape, dtype, device = _layout(first)
-    sample = _sample(library, shape, dtype, device)
+    bound.arguments[first_name] = sample
     try:
-        _tune(lambda: fn(sample, **rest), library, sample)
+        _tune(lambda: public(*bound.args, **bound.kwargs), library, sample)
     except (ValueError, TypeError, BackendUnavailableError):
         return  # bad arguments, no CUDA: the call itself raises the same next
     except Exception as exc:  # noqa: BLE001 - tuning is an optimization: the call still runs
         import warnings
 
-        warnings.warn(f"specux: autotuning {fn.__name__} failed ({type(exc).__name__}: {exc});"
-                      " the call runs with the planner's kernels", RuntimeWarning,
+        warnings.warn(f"specux: autotuning {public.__name__} failed ({type(exc).__name__}: "
+                      f"{exc}); the call runs with the planner's kernels", RuntimeWarning,
                       stacklevel=3)  # fmt: skip
 
 

@@ -86,7 +86,7 @@ def across_libraries(fn=None, *, host_only=None):
         if _options.is_autotuning() and not compiling():
             from specux.plans import autotune_first_call
 
-            autotune_first_call(fn, signature, args, kwargs)
+            autotune_first_call(wrapper, signature, args, kwargs)
         first = args[0] if args else kwargs.get(first_name)
         if not isinstance(first, np.ndarray) and not _is_cupy(first):
             return fn(*args, **kwargs)  # torch tensors (and bad inputs: fn raises)

@@ -43,7 +43,14 @@ def _rules():
 
 
 @pytest.mark.parametrize("name", list(_rules()))
-def test_variants_are_kernels_the_generator_supports(name):
+def test_variants_stay_within_the_planners_limits_and_render(name):
+    """Each variant keeps the rule's transform and changes only per_block (with the shared
+    layout the planner gives that many transforms) or the register bound, within a block's
+    threads and the planner's shared-memory caps, and renders in the CUDA dialect with its
+    bound. (Their outputs: the emulated tests below, and autotune_call's bit check.)"""
+    from specux.kernels.codegen.dialects import CUDA
+    from specux.kernels.codegen.kernels import render
+
     rule = _rules()[name]
     found = tuning.variants(rule)
     assert found and rule not in found
@@ -59,6 +66,16 @@ def test_variants_are_kernels_the_generator_supports(name):
         # everything else is the rule's
         same = ("n", "radices", "sign", "precision", "threads", "load", "store", "pack")
         assert all(getattr(v, f) == getattr(rule, f) for f in same)
+        if v.per_block != rule.per_block:  # the layout the planner picks for that per_block
+            staged = v.load_staged or v.store_staged
+            layout = ((plan.SKEW[v.precision], plan.staged_layout(v.n, v.radices, v.threads,
+                                                                  v.per_block, v.precision))
+                      if staged else plan.shared_layout(v.n, v.radices, v.threads, v.per_block,
+                                                        v.precision))  # fmt: skip
+            assert (v.skew_shift, v.slot_extra) == layout
+        source = render(v, CUDA)[0]
+        bound = f"__launch_bounds__({v.block_threads}, {v.min_blocks})"
+        assert (bound in source) == (v.min_blocks > 1)
 
 
 def test_the_planner_takes_a_recorded_winner_and_forgets_it():
@@ -95,7 +112,8 @@ class _ScriptedTimer:
 @needs_compiler
 def test_emulated_variants_give_the_rules_bits(rng):
     """Every variant of an FFT's block kernels, run on the host emulation, gives the rule
-    kernel's output bits (what autotune_call requires of a winner)."""
+    kernel's output bits (what autotune_call requires of a winner). The emulation ignores
+    register bounds, so the variants that matter here are the per_block ones."""
     x = (rng.standard_normal((70, 64)) + 1j * rng.standard_normal((70, 64)))
     reference = emulate.fft_1d(x, "c2c", 64)
     report = tuning.autotune_call(lambda: emulate.fft_1d(x, "c2c", 64), _ScriptedTimer(None))
@@ -226,6 +244,55 @@ def test_winners_file_problems_are_ignored(tmp_path, monkeypatch):
     assert not (folder / "D.json").exists()
 
 
+@pytest.mark.parametrize("entries", [5, [["k", [2, 0]]], "k"])
+def test_winners_files_without_an_entries_table_are_ignored(entries, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECUX_CACHE_DIR", str(tmp_path))
+    (tmp_path / "autotune").mkdir()
+    (tmp_path / "autotune" / "E.json").write_text(
+        json.dumps({"version": specux.__version__, "entries": entries}))
+    monkeypatch.setattr(tuning, "_warned", False)
+    monkeypatch.setattr(tuning, "_model", None)
+    with pytest.warns(RuntimeWarning, match="no entries table"):
+        tuning.activate("E")
+    assert tuning.entries() == {}
+
+
+@pytest.mark.parametrize("winner", [(0, 0), (1024, 0), (3, 0), (4, 7)])
+def test_stored_entries_that_are_not_variants_are_not_planned(winner, monkeypatch):
+    """A stored entry is trusted only as one of its rule's variants: a per_block of 0 (a
+    division by zero when planned), of 1024 (a 65536-thread block) or one the tuner never
+    offers leaves the rule's kernel."""
+    rule = plan.block(1024, -1, "float32", LoadSpec(), StoreSpec())
+    monkeypatch.setattr(tuning, "_table", {repr(rule): winner})
+    assert plan.block(1024, -1, "float32", LoadSpec(), StoreSpec()) == rule
+    legal = tuning.variants(rule)[0]
+    monkeypatch.setattr(tuning, "_table", {repr(rule): (legal.per_block, legal.bound)})
+    assert plan.block(1024, -1, "float32", LoadSpec(), StoreSpec()) == legal
+
+
+def test_configurations_key_numpy_scalars_arrays_and_extra_parameters(rng):
+    """The switch's once-a-configuration key: numpy scalars by value, arrays by layout, the
+    extra keyword parameters of mfcc / lfcc / chroma one by one (they were an unhashable
+    dict, so those calls were never tuned)."""
+    import inspect
+
+    from specux import plans
+
+    def key(fn, *args, **kwargs):
+        signature = inspect.signature(fn)
+        return plans._configuration(fn, signature, signature.bind(*args, **kwargs))
+
+    x, y = rng.standard_normal((2, 100)), rng.standard_normal((2, 100))
+    k = key(specux.melspectrogram, x, sr=np.float64(16000), n_fft=np.int64(64))
+    assert k == key(specux.melspectrogram, y, sr=np.float64(16000), n_fft=np.int64(64))
+    assert k != key(specux.melspectrogram, x[:1], sr=16000.0, n_fft=64)
+    a = key(specux.mfcc, x, sr=16000, n_fft=64, n_mels=20)
+    assert a is not None and a != key(specux.mfcc, x, sr=16000, n_fft=64, n_mels=24)
+    assert key(specux.stft, x, n_fft=64, window=np.hanning(64)) == key(
+        specux.stft, y, n_fft=64, window=np.hanning(64) + 1)
+    assert key(specux.stft, x, n_fft=64, window=[0.5] * 64) is None  # unhashable: not tuned
+
+
 def test_an_unwritable_cache_keeps_winners_in_memory(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -257,14 +324,9 @@ def test_cpu_plans_refuse_autotune_and_the_switch_is_a_flag(rng):
         p.autotune()
     from specux import options
 
-    x = rng.standard_normal(100)
-    expected = specux.rfft(x)
     try:
         specux.autotune(True)
         assert options.is_autotuning()
-        # a numpy call on a machine without a GPU is not tuned and runs as always
-        np.testing.assert_array_equal(specux.rfft(x), expected)
-        assert tuning.entries() == {}
     finally:
         specux.autotune(False)
     assert not options.is_autotuning()
@@ -298,7 +360,9 @@ def test_cuda_plan_autotune_keeps_the_bits(op, shape, params, tmp_path, monkeypa
     before = p(x)
     assert p.autotune() is p
     kernels = p.tuning.kernels
-    assert kernels and all(base > 0 and best <= base for _, base, _, best in kernels)
+    assert kernels and all(base > 0 and best > 0 for _, base, _, best in kernels)
+    # a winner was at least MARGIN faster than the rule's kernel
+    assert all(w is None or best < base * (1 - tuning.MARGIN) for _, base, w, best in kernels)
     assert str(p.tuning).count("kernel:") == len(kernels)
     assert not [why for _, why in p.tuning.rejected if why != "different output bits"]
     after = p(x)
@@ -348,8 +412,7 @@ def test_cuda_autotune_switch_tunes_first_calls_once(tmp_path, monkeypatch):
     expected = specux.stft(x, n_fft=400, hop_length=160, output="power")
     calls = []
     real = tuning.autotune_call
-    monkeypatch.setattr(tuning, "autotune_call", lambda run, timer: calls.append(1) or
-                        real(run, timer))  # fmt: skip
+    monkeypatch.setattr(tuning, "autotune_call", lambda *a: calls.append(1) or real(*a))
     try:
         specux.autotune(True)
         for _ in range(3):
@@ -358,16 +421,22 @@ def test_cuda_autotune_switch_tunes_first_calls_once(tmp_path, monkeypatch):
         assert len(calls) == 1  # once a configuration
         specux.stft(x[:2], n_fft=400, hop_length=160, output="power")  # a new layout
         assert len(calls) == 2
+        # extra keyword parameters (mfcc's n_fft / n_mels) are keyed and passed through
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a failed tuning warns
+            m = specux.mfcc(x, sr=16000, n_fft=512, n_mels=40)
+        assert len(calls) == 3
+        assert torch.equal(m, specux.mfcc(x, sr=16000, n_fft=512, n_mels=40))
         # a call being captured into a CUDA graph is not tuned (its warm-up call was)
         y = torch.randn(4, 8000, device="cuda")
         specux.stft(y, n_fft=256, hop_length=64, output="power")
-        assert len(calls) == 3
+        assert len(calls) == 4
         plans._tuned_configurations.clear()  # as if new
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             out = specux.stft(y, n_fft=256, hop_length=64, output="power")
         graph.replay()
-        assert len(calls) == 3
+        assert len(calls) == 4
         assert torch.equal(out, specux.stft(y, n_fft=256, hop_length=64, output="power"))
     finally:
         specux.autotune(False)
@@ -389,6 +458,22 @@ def test_cupy_plan_autotune(tmp_path, monkeypatch):
         p.autotune(backward=True)
     with pytest.raises(ValueError, match="backward must be True or False"):
         p.autotune(backward="yes")
+    # the switch tunes cupy calls too (through the public function, which routes cupy)
+    from specux import plans
+
+    calls = []
+    real = tuning.autotune_call
+    monkeypatch.setattr(tuning, "autotune_call", lambda *a: calls.append(1) or real(*a))
+    try:
+        specux.autotune(True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a failed tuning warns
+            got = specux.stft(x, n_fft=256, hop_length=64, output="magnitude")
+            specux.stft(x, n_fft=256, hop_length=64, output="magnitude")
+        assert cupy.array_equal(got, before) and len(calls) == 1
+    finally:
+        specux.autotune(False)
+        plans._tuned_configurations.clear()
 
 
 @pytest.mark.skipif(torch is None, reason="needs torch")
@@ -396,7 +481,6 @@ def test_the_switch_leaves_compiled_and_bad_calls_alone(rng):
     """With autotune on, torch.compile(fullgraph=True) still traces the transforms (the
     first-call hook is skipped while compiling), and bad inputs raise the function's own
     errors."""
-    from specux import plans
 
     x = torch.from_numpy(rng.standard_normal((2, 1000)))
     fn = lambda t: specux.melspectrogram(t, sr=16000, n_fft=128, n_mels=16)  # noqa: E731
@@ -410,6 +494,5 @@ def test_the_switch_leaves_compiled_and_bad_calls_alone(rng):
             specux.stft([1.0, 2.0], n_fft=2)
         with pytest.raises(TypeError):
             specux.stft()
-        assert not plans._tuned_configurations  # CPU tensors are not tuned
     finally:
         specux.autotune(False)

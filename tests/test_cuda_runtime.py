@@ -696,9 +696,8 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
     monkeypatch.setattr(runtime, "_device", lambda index: index)
     monkeypatch.setattr(runtime, "_contexts", {})
     monkeypatch.setattr(runtime, "_modules", {})
-    models = []
-    monkeypatch.setattr(runtime, "gpu_model", lambda index: models.append(index) or "Fake")
-    monkeypatch.setattr(runtime.tuning, "activate", lambda model: None)
+    winners = []
+    monkeypatch.setattr(runtime, "load_winners", lambda index: winners.append(index))
     loaded = []
     monkeypatch.setattr(runtime, "Module", lambda image, index: loaded.append(index) or object())
 
@@ -709,7 +708,7 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(first_use, [0, 1] * 4))
     assert sorted(retained) == [0, 1] and sorted(loaded) == [0, 1]
-    assert sorted(models) == [0, 1]  # autotuned winners looked up once a device
+    assert sorted(winners) == [0, 1]  # autotuned winners looked up once a device
     assert {ctx for ctx, _ in results} == {1000, 1001}
     assert len({id(module) for _, module in results}) == 2
 
@@ -856,17 +855,19 @@ def test_upload_copies_off_the_calling_thread(monkeypatch):
 
 
 def test_a_device_that_cannot_be_named_still_opens(monkeypatch):
-    """The autotuned winners are looked up by the GPU's model when its context opens; a
-    driver that cannot name the device warns and the context opens anyway."""
+    """The autotuned winners are looked up by the GPU's model when a backend or a context
+    first meets the device; a driver that cannot name it warns, and nothing else fails."""
     from specux.kernels.cuda import runtime
 
-    class Driver:
-        def cuDevicePrimaryCtxRetain(self, device):  # noqa: N802 - the driver API's name
-            return (0, 2000 + device)
+    def unnamed(index):
+        raise AttributeError("'Driver' object has no attribute 'cuDeviceGetName'")
 
-    monkeypatch.setattr(runtime._cuda, "driver", lambda: Driver())
-    monkeypatch.setattr(runtime, "_device", lambda index: index)
-    monkeypatch.setattr(runtime, "_contexts", {})
-    monkeypatch.setattr(runtime, "gpu_model", lambda index: Driver().cuDeviceGetName(256, index))
+    activated = []
+    monkeypatch.setattr(runtime, "gpu_model", unnamed)
+    monkeypatch.setattr(runtime.tuning, "activate", activated.append)
     with pytest.warns(RuntimeWarning, match="cannot name CUDA device 3"):
-        assert runtime._primary_context(3) == 2003
+        runtime.load_winners.__wrapped__(3)
+    assert activated == []
+    monkeypatch.setattr(runtime, "gpu_model", lambda index: "Model")
+    runtime.load_winners.__wrapped__(3)
+    assert activated == ["Model"]

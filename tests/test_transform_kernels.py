@@ -657,11 +657,12 @@ def test_emulated_sparse_bank(power, db, rng):
             assert _peak_error(got, ref) <= TOLERANCES["float64"], n_fft
 
 
-# The fused reduce's groups of transforms: n_fft 128 (64 transforms a block: 8 groups of 8,
-# and with 200 bands several (group, band) pairs per thread), 400 (12: 2 groups of 6), 1000
-# (5: one group of 5), 1024 (8: 2 groups of 4, the mel workload's).
-REDUCE_CASES = [(128, 24, 8, 20), (128, 24, 8, 200), (400, 120, 3, 40), (1000, 300, 2, 80),
-                (1024, 256, 2, 80)]
+# The fused reduce's groups of transforms (plan.FRAMED_THREADS): n_fft 128 (32 transforms a
+# block: 4 groups of 8, and with 200 bands several (group, band) pairs per thread), 400 (6: 2
+# groups of 3), 250 (5: one group of 5), 1000 (2: one group of 2), 1024 (4: 2 groups of 2,
+# the mel workload's).
+REDUCE_CASES = [(128, 24, 8, 20), (128, 24, 8, 200), (400, 120, 3, 40), (250, 60, 5, 40),
+                (1000, 300, 2, 80), (1024, 256, 2, 80)]
 
 
 @pytest.mark.parametrize("n_fft, hop, frames, n_bands", REDUCE_CASES)

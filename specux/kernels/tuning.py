@@ -67,15 +67,13 @@ def _with(spec: _plan.BlockSpec, per_block: int, bound: int) -> _plan.BlockSpec:
     memory layout chosen for that many transforms, as the planner does)."""
     if per_block == spec.per_block:
         shift, extra = spec.skew_shift, spec.slot_extra
-    elif spec.load_staged or spec.store_staged:
-        shift = -1
+    elif spec.load_staged or spec.store_staged:  # (as plan.block writes them)
+        shift = _plan.SKEW[spec.precision]
         extra = _plan.staged_layout(spec.n, spec.radices, spec.threads, per_block,
                                     spec.precision)  # fmt: skip
     else:
         shift, extra = _plan.shared_layout(spec.n, spec.radices, spec.threads, per_block,
                                            spec.precision)  # fmt: skip
-        if shift == _plan.SKEW[spec.precision]:
-            shift = -1
     return dataclasses.replace(spec, per_block=per_block, bound=bound, skew_shift=shift,
                                slot_extra=extra)  # fmt: skip
 
@@ -112,7 +110,9 @@ def tuned(spec: _plan.BlockSpec) -> _plan.BlockSpec:
     if _table:
         winner = _table.get(_key(spec))
         if winner is not None:
-            out = _with(spec, *winner)
+            candidate = _with(spec, *winner)
+            if candidate in variants(spec):  # (a stored entry is only trusted as one)
+                out = candidate
     recording = _recording  # (read once: another thread's tuning may end meanwhile)
     if recording is not None:
         recording[out] = spec
@@ -209,9 +209,14 @@ def _read(model: str) -> dict[str, tuple[int, int]]:
         return {}
     if not isinstance(data, dict) or data.get("version") != __version__:
         return {}  # another version's planner: its rules (and keys) may differ
+    entries = data.get("entries")
+    if not isinstance(entries, dict):
+        _warn_once(f"specux: ignoring the autotune winners in {path(model)} (no entries table)")
+        return {}
     out = {}
-    for key, value in dict(data.get("entries", {})).items():
-        if (isinstance(key, str) and isinstance(value, list) and len(value) == 2
+    for key, value in entries.items():
+        # (tuned() applies an entry only if it names one of its rule's variants)
+        if (isinstance(value, list) and len(value) == 2
                 and all(type(v) is int and 0 <= v <= 1024 for v in value)):  # fmt: skip
             out[key] = (value[0], value[1])
     return out
@@ -231,10 +236,15 @@ def _write(model: str, results: dict[str, tuple[int, int] | None]) -> None:
             else:
                 merged[key] = value
         fd, temp = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"version": __version__, "entries": {k: list(v) for k, v in
-                                                           merged.items()}}, f)  # fmt: skip
-        os.replace(temp, target)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump({"version": __version__, "entries": {k: list(v) for k, v in
+                                                               merged.items()}}, f)  # fmt: skip
+            os.replace(temp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(temp)
+            raise
     except OSError as exc:
         _warn_once(f"specux: cannot store autotune winners in {target} ({exc}); they stay in "
                    "memory for this process")  # fmt: skip
@@ -249,7 +259,11 @@ def activate(model: str) -> None:
             return
         _model = model
         _loaded_models.add(model)
-        stored = _read(model)
+        try:
+            stored = _read(model)
+        except Exception as exc:  # noqa: BLE001 - winners are an optimization
+            _warn_once(f"specux: ignoring the autotune winners in {path(model)} ({exc})")
+            stored = {}
         if not stored:
             return
         _table = {**stored, **_table}
@@ -399,34 +413,44 @@ class Report:
         return "\n".join(lines) or "no block kernels launched"
 
 
-def autotune_call(run: Callable[[], Any], timer: Callable[[Callable[[], Any]], float]) -> Report:
-    """Tune the block kernels ``run()`` launches (module doc) and store the winners."""
-    with _record() as launched_specs:
-        reference = run()
-    rules = list(dict.fromkeys(launched_specs))  # each kernel once, in launch order
-    report = Report()
-    for rule in rules:
-        set_entry(rule, None)
-        base = best = timer(run)
-        winner = None
-        for candidate in variants(rule):
-            set_entry(rule, candidate)
+_tuning_lock = threading.Lock()  # one autotune_call at a time (the table is process-wide)
+
+
+def autotune_call(run: Callable[[], Any], timer: Callable[[Callable[[], Any]], float],
+                  model: str | None = None) -> Report:  # fmt: skip
+    """Tune the block kernels ``run()`` launches (module doc) and store the winners in
+    ``model``'s file (default: the active model's). While it runs, other threads' calls
+    plan with the kernel being timed (the same bits, checked here after the fact)."""
+    with _tuning_lock:
+        with _record() as launched_specs:
+            reference = run()
+        rules = list(dict.fromkeys(launched_specs))  # each kernel once, in launch order
+        report = Report()
+        for rule in rules:
+            set_entry(rule, None)
+            winner = None
             try:
-                out = run()
-            except Exception as exc:  # noqa: BLE001 - a variant that cannot run is skipped
-                report.rejected.append((candidate, f"{type(exc).__name__}: {exc}"))
-                continue
-            if not _same(out, reference):
-                report.rejected.append((candidate, "different output bits"))
-                continue
-            elapsed = timer(run)
-            if elapsed < best * (1 - MARGIN) and elapsed < base * (1 - MARGIN):
-                winner, best = candidate, elapsed
-        set_entry(rule, winner)
-        report.kernels.append((rule, base, winner, best))
-    if _model is not None:
-        _write(_model, {_key(r): _table.get(_key(r)) for r in rules})
-    return report
+                base = best = timer(run)
+                for candidate in variants(rule):
+                    set_entry(rule, candidate)
+                    try:
+                        out = run()
+                    except Exception as exc:  # noqa: BLE001 - one that cannot run is skipped
+                        report.rejected.append((candidate, f"{type(exc).__name__}: {exc}"))
+                        continue
+                    if not _same(out, reference):
+                        report.rejected.append((candidate, "different output bits"))
+                        continue
+                    elapsed = timer(run)
+                    if elapsed < best * (1 - MARGIN) and elapsed < base * (1 - MARGIN):
+                        winner, best = candidate, elapsed
+            finally:
+                set_entry(rule, winner)  # (the rule's own kernel if timing failed)
+            report.kernels.append((rule, base, winner, best))
+        model = model or _model
+        if model is not None:
+            _write(model, {_key(r): _table.get(_key(r)) for r in rules})
+        return report
 
 
 __all__ = ["Report", "Timer", "activate", "autotune_call", "clear", "entries", "forget", "tuned",

@@ -56,6 +56,7 @@ class CudaDevice(Device):
         self.pool = pool  # numpy route: specux's memory pool of the device
         self.constants = runtime.once(_constants, self.index, dict)
         self.tensor_cores = runtime.compute_capability(self.index) >= MMA_CAPABILITY
+        runtime.load_winners(self.index)  # before anything is planned for the device
         self._owned: list[int] = []
         self._driver = _cuda.driver()
 

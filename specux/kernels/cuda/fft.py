@@ -15,7 +15,7 @@ import torch
 from specux.compat.torch_compat import current_raw_stream, dtype_name, upload
 from specux.kernels.codegen.gather import MMA_CAPABILITY
 from specux.kernels.cuda.launch import kernel, launch
-from specux.kernels.cuda.runtime import compute_capability
+from specux.kernels.cuda.runtime import compute_capability, load_winners
 from specux.kernels.fft_exec import Strides, transform_1d
 from specux.kernels.native import axis_scale
 from specux.meta import dtypes
@@ -44,6 +44,7 @@ class TorchCudaBackend:
         self.index = device.index if device.index is not None else torch.cuda.current_device()
         self.stream = current_raw_stream(self.index)
         self.tensor_cores = compute_capability(self.index) >= MMA_CAPABILITY
+        load_winners(self.index)  # before anything is planned for the device
 
     def scratch(self, count: int, precision: str) -> torch.Tensor:
         return torch.empty(count, dtype=_SCRATCH[precision], device=self.device)

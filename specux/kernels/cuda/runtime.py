@@ -113,6 +113,14 @@ def _primary_context(device_index: int) -> Any:
 def _open(device_index: int) -> Any:
     ctx = _cuda.check(_cuda.driver().cuDevicePrimaryCtxRetain(_device(device_index)),
                       "cuDevicePrimaryCtxRetain")  # fmt: skip
+    load_winners(device_index)
+    return ctx
+
+
+@functools.cache
+def load_winners(device_index: int) -> None:
+    """Load the autotuned winners stored for this device's model (kernels.tuning), once: the
+    backends call it when they first meet the device, before they plan anything."""
     try:
         model = gpu_model(device_index)
     except Exception as exc:  # noqa: BLE001 - the winners are an optimization, the context is not
@@ -120,9 +128,8 @@ def _open(device_index: int) -> Any:
 
         warnings.warn(f"specux: cannot name CUDA device {device_index} ({exc}): its autotuned "
                       "kernels are not loaded", RuntimeWarning, stacklevel=2)  # fmt: skip
-    else:
-        tuning.activate(model)  # the autotuned winners stored for this model
-    return ctx
+        return
+    tuning.activate(model)
 
 
 @functools.cache
