@@ -68,7 +68,7 @@ def _autotune_winners() -> str:
         try:
             with open(path, encoding="utf-8") as f:
                 count = len(json.load(f).get("entries", {}))
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, TypeError):
             count = "unreadable"
         counts.append(f"{os.path.basename(path)[:-5]}: {count}")
     return "winners stored: " + (", ".join(counts) if counts else "none")

@@ -36,6 +36,16 @@ def test_info_names_backends_and_reasons():
     assert "CPU FFT: " in out and "(set by SPECUX_CPU_FFT: auto, mkl, scipy, numpy)" in out
 
 
+def test_info_counts_stored_autotune_winners(tmp_path):
+    folder = tmp_path / "autotune"
+    folder.mkdir()
+    (folder / "GPU-A-sm_90-4sm.json").write_text('{"version": "x", "entries": {"k": [2, 0]}}')
+    (folder / "GPU-B-sm_80-8sm.json").write_text('{"version": "x", "entries": 5}')
+    result = _run("info", SPECUX_CACHE_DIR=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "winners stored: GPU-A-sm_90-4sm: 1, GPU-B-sm_80-8sm: unreadable" in result.stdout
+
+
 def test_info_reports_a_bad_cpu_fft_choice_instead_of_failing():
     result = _run("info", SPECUX_CPU_FFT="fftw")
     assert result.returncode == 0, result.stderr

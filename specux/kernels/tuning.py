@@ -19,10 +19,12 @@ benchmarks.md); :func:`autotune_call` times their alternatives on the user's GPU
   rule's kernel (changing ``per_block`` or the register bound changes no arithmetic), and
   only when it is faster by more than :data:`MARGIN`.
 - Winners are stored per GPU model (name, architecture, SM count) and specux version in
-  ``<cache dir>/autotune/<model>.json`` (atomic writes; an unreadable file is ignored with one
-  warning; ``SPECUX_DISK_CACHE=0`` keeps them in memory), and loaded when the CUDA runtime
-  first opens a device. A machine with GPUs of different models uses the first opened
-  model's winners for all (they are correct on any GPU, only timed on that one).
+  ``<cache dir>/autotune/<model>.json`` (atomic writes; an unreadable or malformed file is
+  ignored with one warning, and an entry applies only as one of its rule's variants;
+  ``SPECUX_DISK_CACHE=0`` keeps them in memory), and loaded when a CUDA backend first meets
+  a device, before it plans (``runtime.load_winners``). A machine with GPUs of different
+  models uses the first loaded model's winners for all (they are correct on any GPU, only
+  timed on that one).
 """
 
 from __future__ import annotations
@@ -251,8 +253,8 @@ def _write(model: str, results: dict[str, tuple[int, int] | None]) -> None:
 
 
 def activate(model: str) -> None:
-    """Load a GPU model's stored winners (the CUDA runtime calls this when it first opens a
-    device); the first model loaded is the one whose winners apply."""
+    """Load a GPU model's stored winners (``runtime.load_winners``, when a backend first meets
+    a device); the first model loaded is the one whose winners apply."""
     global _model, _table
     with _lock:
         if _model is not None or model in _loaded_models:
