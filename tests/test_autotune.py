@@ -170,6 +170,38 @@ def test_emulated_filterbank_stft_variants_give_the_rules_bits(pad_mode, rng):
 
 
 @needs_compiler
+@pytest.mark.parametrize("value", ["adjoint", "cotangent"])
+def test_emulated_backward_stft_variants_give_the_rules_bits(value, rng):
+    """The backward's framed kernels (plan.autotune(backward=True) tunes them): the fused
+    adjoint without the overlap-add (frames of the gradient) and the cotangent store, every
+    per_block variant on the host emulation."""
+    from specux.kernels import transform_exec
+
+    n_fft, hop, length = 64, 16, 200
+    x = rng.standard_normal((2, length)).astype(np.float32)
+    window = np.hanning(n_fft + 1)[:-1].astype(np.float32)
+    count = 1 + length // hop
+    factors = rng.standard_normal((2, count, n_fft // 2 + 1)).astype(np.float32)
+    if value == "adjoint":
+        extra = dict(factors=factors, exponent=2.0, inverse_scale=1.0 / n_fft)
+        shape, dtype = (2, count, n_fft), np.float32
+    else:
+        extra = dict(factors=factors, exponent=1.5)
+        shape, dtype = (2, count, n_fft // 2 + 1), np.complex64
+
+    def run():
+        out = np.zeros(shape, dtype)
+        transform_exec.stft(emulate.HostBackend(), x, out, window, signals=2, sig_len=length,
+                            n_fft=n_fft, hop=hop, pad=n_fft // 2, mode="reflect",
+                            onesided=True, value=value, eps=1e-10, scale=1.0,
+                            precision="float32", src_storage="float32",
+                            dst_storage="float32", **extra)  # fmt: skip
+        return (out,)
+
+    _every_variant_gives_the_rules_bits(run)
+
+
+@needs_compiler
 def test_autotune_call_keeps_the_fastest_variant(rng, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECUX_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(tuning, "_model", "Test-GPU-sm_90-4sm")
