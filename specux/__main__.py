@@ -59,10 +59,11 @@ def _autotune_winners() -> str:
     import os
 
     from specux import options
+    from specux.kernels import tuning
 
     if not options.disk_cache_enabled():
         return "winners kept in memory only"
-    files = sorted(glob.glob(os.path.join(options.cache_dir(), "autotune", "*.json")))
+    files = sorted(glob.glob(os.path.join(tuning.folder(), "*.json")))
     counts = []
     for path in files:
         try:

@@ -53,7 +53,6 @@ _lock = threading.Lock()
 # repr(rule's spec) -> (per_block, bound) of the winner, for the active GPU model
 _table: dict[str, tuple[int, int]] = {}
 _model: str | None = None
-_loaded_models: set[str] = set()
 _warned = False
 # while autotune_call records a call: tuned spec -> the rule's spec, and the launched specs
 _recording: dict | None = None
@@ -161,22 +160,21 @@ def forget() -> None:
     global _table
     with _lock:
         _table = {}
-        _loaded_models.clear()
     _clear_plans()
 
 
 def clear() -> None:
     """Forget the winners: in memory, and the stored ones of every model (specux.clear_cache)."""
     forget()
-    folder = os.path.join(_options.cache_dir(), "autotune")
-    if not os.path.isdir(folder):
+    root = folder()
+    if not os.path.isdir(root):
         return
-    for name in os.listdir(folder):
+    for name in os.listdir(root):
         if name.endswith((".json", ".tmp")):
             with contextlib.suppress(OSError):
-                os.remove(os.path.join(folder, name))
+                os.remove(os.path.join(root, name))
     with contextlib.suppress(OSError):
-        os.rmdir(folder)
+        os.rmdir(root)
 
 
 # -- persistence ---------------------------------------------------------------------------
@@ -187,8 +185,13 @@ def model_name(name: str, arch: str, sms: int) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{name}-{arch}-{sms}sm").strip("-")
 
 
+def folder() -> str:
+    """Where the winners' files are: ``<cache dir>/autotune``."""
+    return os.path.join(_options.cache_dir(), "autotune")
+
+
 def path(model: str) -> str:
-    return os.path.join(_options.cache_dir(), "autotune", model + ".json")
+    return os.path.join(folder(), model + ".json")
 
 
 def _warn_once(message: str) -> None:
@@ -257,10 +260,9 @@ def activate(model: str) -> None:
     a device); the first model loaded is the one whose winners apply."""
     global _model, _table
     with _lock:
-        if _model is not None or model in _loaded_models:
+        if _model is not None:
             return
         _model = model
-        _loaded_models.add(model)
         try:
             stored = _read(model)
         except Exception as exc:  # noqa: BLE001 - winners are an optimization
@@ -282,9 +284,7 @@ def active_model() -> str | None:
 @contextlib.contextmanager
 def _record() -> Iterator[list]:
     global _recording, _launched
-    with _lock:
-        if _recording is not None:
-            raise RuntimeError("autotune: another call is being tuned (one at a time)")
+    with _lock:  # (autotune_call's lock keeps recordings one at a time)
         _recording, _launched = {}, []
     _clear_plans()  # so the call plans (and records) every kernel it launches
     try:
