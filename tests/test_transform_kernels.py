@@ -840,6 +840,22 @@ def test_emulated_dense_projection_is_the_gathers_bits(dtype, rng):
         assert _peak_error(outs[0], ref) <= TOLERANCES[f"{precision}_peak"]
 
 
+def test_clipped_correlation_clips_where_it_stages_not_where_it_loads():
+    """The clip of ``correlate_clip`` is applied as a tile is stored to shared memory: the
+    loads of the next tile (issued before the products) leave their values untouched, so
+    nothing waits on them until the tile after. Clipping as it loaded made mfcc's DCT
+    wait on every tile's loads (31.8 vs 18.5 us under ncu on an H200)."""
+    from specux.kernels.codegen.dialects import CUDA
+    from specux.kernels.codegen.gather import GatherSpec, render_gather
+
+    option = transform_exec.correlate_option(64, 626, 20, 80, 80, "float32")
+    source = render_gather(GatherSpec("correlate_clip", "float32", "float32", option), CUDA)
+    loads = [line for line in source.splitlines() if "pa[s] =" in line]
+    stores = [line for line in source.splitlines() if line.strip().startswith("xs[")]
+    assert len(loads) == 2 and not any("clipped(" in line for line in loads)
+    assert len(stores) == 1 and "clipped(pa[s], fl[f])" in stores[0]
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_emulated_clipped_projection_is_clip_then_project(dtype, rng):
     """transform_exec.project with ``peaks`` (the kind ``correlate_clip``: mfcc's top_db
