@@ -597,6 +597,55 @@ def test_emulated_fused_istft(case, dtype, layout, rng):
     assert _peak_error(got, chain) <= tolerance
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_emulated_seam_vectors_keep_the_bits(dtype, monkeypatch, rng):
+    """The seam gather's vector stores (four aligned positions at once, gather.SEAM_VECTORS)
+    give the scalar stores' bits: the istft (an envelope) on rows whose alignment alternates
+    (an odd length) and the stft adjoint (no envelope; reflect padding folds edges)."""
+    from specux.kernels.codegen import gather
+
+    n_fft, hop, count, length = 16, 4, 50, 203
+    precision = _PRECISION[dtype]
+    p = _params(n_fft, hop, True, "constant")
+    cdtype = np.complex128 if dtype is np.float64 else np.complex64
+    spectrum = (rng.standard_normal((3, p.n_freq, count))
+                + 1j * rng.standard_normal((3, p.n_freq, count))).astype(cdtype)
+    w64 = np.array(cpu_stft.full_window(p, None, np.float64))
+    env = cpu_stft.envelope(p, w64, count)
+    start, stop, out_len = cpu_stft.istft_bounds(p, count, length)
+    envelope = np.ascontiguousarray((1 / env[start:stop]).astype(dtype))
+    x = rng.standard_normal((2, 700)).astype(dtype)
+    factors = rng.standard_normal((2, 1 + 700 // 16, 33)).astype(dtype)  # frame-major
+
+    def run():
+        emulate.entry.cache_clear()
+        emulate._entry_for_key.cache_clear()
+        got = np.zeros((3, out_len), dtype)
+        transform_exec.istft(emulate.HostBackend(), spectrum, got, w64.astype(dtype),
+                             envelope, signals=3, strides=(p.n_freq * count, count, 1),
+                             count=count, n_fft=n_fft, hop=hop, start=start, stop=stop,
+                             out_len=out_len, scale=1 / n_fft, storage=precision,
+                             precision=precision)  # fmt: skip
+        grad = np.zeros_like(x)
+        transform_exec.stft(emulate.HostBackend(), x, grad, np.hanning(65)[:-1].astype(dtype),
+                            signals=2, sig_len=700, n_fft=64, hop=16, pad=32, mode="reflect",
+                            onesided=True, value="adjoint", eps=0.0, scale=1.0,
+                            precision=precision, src_storage=precision,
+                            dst_storage=precision, exponent=2.0, inverse_scale=1 / 64,
+                            factors=factors, overlap_add=True)  # fmt: skip
+        return got, grad
+
+    vectors = run()
+    monkeypatch.setattr(gather, "SEAM_VECTORS", False)
+    scalars = run()
+    monkeypatch.undo()
+    emulate.entry.cache_clear()
+    emulate._entry_for_key.cache_clear()
+    for a, b in zip(vectors, scalars):
+        assert np.isfinite(a).all() and np.abs(a).max() > 0
+        np.testing.assert_array_equal(a, b)
+
+
 def test_ola_frames():
     """At least OLA_FRAMES frames a block, and enough that two blocks' frames at most overlap
     any sample; none past a block's threads and shared memory, or for hops past n_fft."""

@@ -182,12 +182,15 @@ def _ola_sum(weighted: bool) -> str:
 
 
 SEAM_POSITIONS = 4  # a thread's positions in the seam kind's option "x4"
+SEAM_VECTORS = True  # whether "x4" stores aligned positions as one vector (tests turn it off)
 
 
 def _seam(spec: GatherSpec) -> str:
     """The ``seam`` kind: option ``x4`` takes four consecutive positions a thread (``size``
     positions a row in ``ceil(size / 4)`` threads; ``frame_len`` a multiple of 4, so the
-    four lie in one seam and its two halves load as vectors), else one."""
+    four lie in one seam and its two halves load as vectors), else one. With ``x4``, four
+    positions inside the output row and before ``stop`` whose output (and envelope) are
+    16-byte aligned store (and load) as one vector, storage in the compute precision."""
     per = SEAM_POSITIONS if spec.option.startswith("x4") else 1
     gain = "" if "flat" in spec.option else " * ((const real_t*)table_a)[i]"
     edged = spec.option.endswith("edges")
@@ -205,6 +208,8 @@ def _seam(spec: GatherSpec) -> str:
         f"    real_t left[{per}], right[{per}];",
         "    long long p0 = (count - 1) * hop + frame_len + (k0 - points);  // past the seams",
         f"    for (int w = 0; w < {per}; ++w) left[w] = right[w] = (real_t)0;",
+        *([f"    struct alignas({per} * sizeof(real_t)) pack_t {{ real_t v[{per}]; }};"]
+          if per > 1 else []),
         "    if (k0 < points) {  // below 2 ** 31 (transform_exec.istft_fusable)",
         "        const long long g = (unsigned)k0 / (unsigned)frame_len, j = k0 - g * frame_len;",
         "        const real_t* seam = (const real_t*)in_ptr + (r * count + g) * 2 * frame_len + j;",
@@ -212,7 +217,6 @@ def _seam(spec: GatherSpec) -> str:
     ]
     if per > 1:
         lines += [
-            f"        struct alignas({per} * sizeof(real_t)) pack_t {{ real_t v[{per}]; }};",
             "        if (g > 0) { const pack_t a = *(const pack_t*)seam;"
             f" for (int w = 0; w < {per}; ++w) left[w] = a.v[w]; }}",
             "        if (g < count - 1) { const pack_t b = *(const pack_t*)(seam + frame_len);"
@@ -226,6 +230,31 @@ def _seam(spec: GatherSpec) -> str:
     lines += [
         "    }",
         "    storage_t* out = (storage_t*)out_ptr + r * sig_len;",
+    ]
+    if per > 1 and spec.storage == spec.precision and SEAM_VECTORS:
+        # four positions inside the output and before ``stop``, 16-byte aligned (and their
+        # envelope): one vector store (and load) instead of four, the same arithmetic
+        envelope = "flat" not in spec.option
+        lines += [
+            "    {",
+            "        const long long i0 = p0 - start;",
+            f"        if (k0 + {per - 1} < size && i0 >= 0 && i0 + {per - 1} < sig_len"
+            f" && p0 + {per - 1} < stop && (unsigned long long)(out + i0) % sizeof(pack_t) == 0"
+            + (" && (unsigned long long)((const real_t*)table_a + i0) % sizeof(pack_t) == 0"
+               if envelope else "") + ") {",
+            "            const pack_t e = *(const pack_t*)((const real_t*)table_a + i0);"
+            if envelope else "",
+            "            pack_t o;",
+            f"            for (int w = 0; w < {per}; ++w)",
+            "                o.v[w] = ((real_t)0 + left[w] + right[w]) * (real_t)factor"
+            + (" * e.v[w];" if envelope else ";"),
+            "            *(pack_t*)(out + i0) = o;",
+            "            return;",
+            "        }",
+            "    }",
+        ]
+        lines = [line for line in lines if line]
+    lines += [
         f"    for (int w = 0; w < {per}; ++w) {{",
         "        const long long p = p0 + w, i = p - start;",
         f"        if (k0 + w >= size{'' if edged else ' || i < 0 || i >= sig_len'}) continue;",
