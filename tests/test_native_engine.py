@@ -213,7 +213,8 @@ def test_row_max(dtype, chunk, cap, monkeypatch):
     """native.row_max (transform_exec.row_max: the rowmax block kernel over chunks of each
     row, then over the chunks' maxima; small chunks and caps forced here, down to one value
     a chunk): np.max of each row, NaN where the row holds one, rows shorter and longer than
-    a block's threads (and its four-load steps) and a chunk and not a multiple of them."""
+    a block's threads (and its rounds of ROWMAX_LOADS loads) and a chunk and not a multiple
+    of them."""
     monkeypatch.setattr(transform_exec, "ROWMAX_CHUNK", chunk)
     monkeypatch.setattr(transform_exec, "ROWMAX_CHUNKS", cap)
     rng = np.random.default_rng(3)
