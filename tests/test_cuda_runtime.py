@@ -696,8 +696,6 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
     monkeypatch.setattr(runtime, "_device", lambda index: index)
     monkeypatch.setattr(runtime, "_contexts", {})
     monkeypatch.setattr(runtime, "_modules", {})
-    winners = []
-    monkeypatch.setattr(runtime, "load_winners", lambda index: winners.append(index))
     loaded = []
     monkeypatch.setattr(runtime, "Module", lambda image, index: loaded.append(index) or object())
 
@@ -708,9 +706,23 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(first_use, [0, 1] * 4))
     assert sorted(retained) == [0, 1] and sorted(loaded) == [0, 1]
-    assert sorted(winners) == [0, 1]  # autotuned winners looked up once a device
     assert {ctx for ctx, _ in results} == {1000, 1001}
     assert len({id(module) for _, module in results}) == 2
+
+
+def test_the_native_device_loads_autotuned_winners_before_planning(monkeypatch):
+    """The torch-free device (numpy / cupy routes) looks up the autotuned winners of its GPU
+    model when a call first meets it (runtime.load_winners, cached a device), as the torch
+    backend does, before anything is planned for it (fake driver)."""
+    from specux.kernels.cuda import device as cuda_device
+    from specux.kernels.cuda import runtime
+
+    winners = []
+    monkeypatch.setattr(runtime, "compute_capability", lambda index: (9, 0))
+    monkeypatch.setattr(runtime, "load_winners", lambda index: winners.append(index))
+    monkeypatch.setattr(cuda_device._cuda, "driver", lambda: object())
+    cuda_device.CudaDevice(3, 0, "cupy")
+    assert winners == [3]
 
 
 def test_istft_window_envelope_is_kept_per_tensor_version_and_shape(monkeypatch):

@@ -111,10 +111,8 @@ def _primary_context(device_index: int) -> Any:
 
 
 def _open(device_index: int) -> Any:
-    ctx = _cuda.check(_cuda.driver().cuDevicePrimaryCtxRetain(_device(device_index)),
-                      "cuDevicePrimaryCtxRetain")  # fmt: skip
-    load_winners(device_index)
-    return ctx
+    return _cuda.check(_cuda.driver().cuDevicePrimaryCtxRetain(_device(device_index)),
+                       "cuDevicePrimaryCtxRetain")  # fmt: skip
 
 
 @functools.cache
