@@ -35,10 +35,13 @@ for dtype in (torch.float32, torch.float64, torch.float16):
     if dtype != torch.float16:
         S = specux.stft(x, n_fft=512, hop_length=128)
         specux.istft(S, n_fft=512, hop_length=128, length=3100)
+        # rows of an odd length: the seam gather's vector stores on some rows, scalar on others
+        specux.istft(S, n_fft=512, hop_length=128, length=3001)
         specux.mfcc(x, sr=16000, n_fft=512, hop_length=128, n_mels=40)
         # signals of several row_max chunks (the top_db peaks in two launches)
-        specux.mfcc(torch.randn(3, 100000, dtype=dtype, device="cuda"), sr=16000, n_fft=512,
-                    hop_length=128, n_mels=40)  # fmt: skip
+        y = torch.randn(3, 100000, dtype=dtype, device="cuda")
+        y[1, 777] = float("nan")  # a NaN peak: its signal's clipped DCT is NaN
+        specux.mfcc(y, sr=16000, n_fft=512, hop_length=128, n_mels=40)
         specux.cqt(x, sr=16000, hop_length=256, n_bins=48, fmin=100.0)
         # overlap-save (512-point blocks, a partial last frame); whole-length FFTs (an output
         # that fits one block)
@@ -56,6 +59,9 @@ for dtype in (torch.float32, torch.float64, torch.float16):
                               n_mels=40).sum().backward()  # fmt: skip
         specux.stft(xg, n_fft=64, hop_length=20, pad_mode="constant",
                     output="magnitude").sum().backward()  # fmt: skip
+        # the fused adjoint's overlap-add with a folding padding (the seam gather's edges)
+        specux.stft(xg, n_fft=512, hop_length=128, pad_mode="reflect",
+                    output="power").sum().backward()  # fmt: skip
         specux.cqt(xg, sr=16000, hop_length=256, n_bins=24, fmin=200.0).abs().sum().backward()
         Sg = S.clone().requires_grad_(True)
         specux.istft(Sg, n_fft=512, hop_length=128).sum().backward()
