@@ -713,11 +713,13 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
 def test_the_native_device_loads_autotuned_winners_before_planning(monkeypatch):
     """The torch-free device (numpy / cupy routes) looks up the autotuned winners of its GPU
     model when a call first meets it (runtime.load_winners, cached a device), as the torch
-    backend does, before anything is planned for it (fake driver)."""
+    backend does, when it is made (fake driver): the context no longer does (runtime._open),
+    so this is the route's only lookup."""
     from specux.kernels.cuda import device as cuda_device
     from specux.kernels.cuda import runtime
 
     winners = []
+    monkeypatch.setattr(cuda_device, "_constants", {})
     monkeypatch.setattr(runtime, "compute_capability", lambda index: (9, 0))
     monkeypatch.setattr(runtime, "load_winners", lambda index: winners.append(index))
     monkeypatch.setattr(cuda_device._cuda, "driver", lambda: object())

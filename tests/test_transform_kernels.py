@@ -597,11 +597,26 @@ def test_emulated_fused_istft(case, dtype, layout, rng):
     assert _peak_error(got, chain) <= tolerance
 
 
+def _at_offset(shape, dtype, offset: int) -> np.ndarray:
+    """A zeroed array whose data starts ``offset`` bytes past a 64-byte boundary."""
+    itemsize, n = np.dtype(dtype).itemsize, int(np.prod(shape))
+    buf = np.zeros(n + 64 // itemsize, dtype)
+    skip = (offset - buf.ctypes.data) % 64 // itemsize
+    out = buf[skip:skip + n].reshape(shape)
+    assert out.ctypes.data % 64 == offset
+    return out
+
+
+@pytest.mark.parametrize("offset", [0, 8, 16])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_emulated_seam_vectors_keep_the_bits(dtype, monkeypatch, rng):
+def test_emulated_seam_vectors_keep_the_bits(dtype, offset, monkeypatch, rng):
     """The seam gather's vector stores (four aligned positions at once, gather.SEAM_VECTORS)
     give the scalar stores' bits: the istft (an envelope) on rows whose alignment alternates
-    (an odd length) and the stft adjoint (no envelope; reflect padding folds edges)."""
+    (an odd length), the stft adjoint (no envelope) with a folding padding of a multiple of
+    four and of none (groups of four across the padding's edge); outputs and envelope at
+    pinned offsets from a 64-byte boundary, whatever numpy's allocator does: each of the
+    three kernels takes the vector stores at one offset at least and only scalar stores at
+    another, in both precisions (checked by marking the vector stores)."""
     from specux.kernels.codegen import gather
 
     n_fft, hop, count, length = 16, 4, 50, 203
@@ -613,27 +628,34 @@ def test_emulated_seam_vectors_keep_the_bits(dtype, monkeypatch, rng):
     w64 = np.array(cpu_stft.full_window(p, None, np.float64))
     env = cpu_stft.envelope(p, w64, count)
     start, stop, out_len = cpu_stft.istft_bounds(p, count, length)
-    envelope = np.ascontiguousarray((1 / env[start:stop]).astype(dtype))
+    envelope = _at_offset((stop - start,), dtype, offset)
+    envelope[:] = 1 / env[start:stop]
     x = rng.standard_normal((2, 700)).astype(dtype)
-    factors = rng.standard_normal((2, 1 + 700 // 16, 33)).astype(dtype)  # frame-major
+    adjoints = [(64, 16), (36, 8)]  # padding 32 and 18: 18 is no multiple of four
+    factors = {n: rng.standard_normal((2, 1 + 700 // h, n // 2 + 1)).astype(dtype)
+               for n, h in adjoints}  # frame-major
 
     def run():
         emulate.entry.cache_clear()
         emulate._entry_for_key.cache_clear()
-        got = np.zeros((3, out_len), dtype)
+        got = _at_offset((3, out_len), dtype, offset)
         transform_exec.istft(emulate.HostBackend(), spectrum, got, w64.astype(dtype),
                              envelope, signals=3, strides=(p.n_freq * count, count, 1),
                              count=count, n_fft=n_fft, hop=hop, start=start, stop=stop,
                              out_len=out_len, scale=1 / n_fft, storage=precision,
                              precision=precision)  # fmt: skip
-        grad = np.zeros_like(x)
-        transform_exec.stft(emulate.HostBackend(), x, grad, np.hanning(65)[:-1].astype(dtype),
-                            signals=2, sig_len=700, n_fft=64, hop=16, pad=32, mode="reflect",
-                            onesided=True, value="adjoint", eps=0.0, scale=1.0,
-                            precision=precision, src_storage=precision,
-                            dst_storage=precision, exponent=2.0, inverse_scale=1 / 64,
-                            factors=factors, overlap_add=True)  # fmt: skip
-        return got, grad
+        outs = [got]
+        for n, h in adjoints:
+            grad = _at_offset(x.shape, dtype, offset)
+            transform_exec.stft(emulate.HostBackend(), x, grad,
+                                np.hanning(n + 1)[:-1].astype(dtype), signals=2, sig_len=700,
+                                n_fft=n, hop=h, pad=n // 2, mode="reflect", onesided=True,
+                                value="adjoint", eps=0.0, scale=1.0, precision=precision,
+                                src_storage=precision, dst_storage=precision, exponent=2.0,
+                                inverse_scale=1 / n, factors=factors[n],
+                                overlap_add=True)  # fmt: skip
+            outs.append(grad)
+        return outs
 
     vectors = run()
     monkeypatch.setattr(gather, "SEAM_VECTORS", False)

@@ -190,7 +190,8 @@ def _seam(spec: GatherSpec) -> str:
     positions a row in ``ceil(size / 4)`` threads; ``frame_len`` a multiple of 4, so the
     four lie in one seam and its two halves load as vectors), else one. With ``x4``, four
     positions inside the output row and before ``stop`` whose output (and envelope) are
-    16-byte aligned store (and load) as one vector, storage in the compute precision."""
+    aligned to four values (16 bytes in float32, 32 in float64) store (and load) as one
+    vector, storage in the compute precision."""
     per = SEAM_POSITIONS if spec.option.startswith("x4") else 1
     gain = "" if "flat" in spec.option else " * ((const real_t*)table_a)[i]"
     edged = spec.option.endswith("edges")

@@ -92,6 +92,7 @@ def precompile(sizes, *, kinds=("c2c",), signs=(-1, 1), storage="float32", devic
 
     index = torch.device("cuda" if device is None else device).index
     index = torch.cuda.current_device() if index is None else index
+    load_winners(index)  # plan the kernels the calls will (autotuned winners included)
     precision = "float64" if storage == "float64" else "float32"
     specs = set()
     for n in sizes:

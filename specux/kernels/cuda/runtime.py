@@ -121,7 +121,7 @@ def load_winners(device_index: int) -> None:
     backends call it when they first meet the device, before they plan anything."""
     try:
         model = gpu_model(device_index)
-    except Exception as exc:  # noqa: BLE001 - the winners are an optimization, the context is not
+    except Exception as exc:  # noqa: BLE001 - the winners are an optimization: warn, go on
         import warnings
 
         warnings.warn(f"specux: cannot name CUDA device {device_index} ({exc}): its autotuned "
