@@ -927,15 +927,20 @@ def test_clipped_correlation_clips_where_it_stages_not_where_it_loads():
     assert len(stores) == 1 and "clipped(pa[s], fl[f])" in stores[0]
 
 
+@pytest.mark.parametrize("tile", ["rule", "c4n4m2"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_emulated_clipped_projection_is_clip_then_project(dtype, rng):
+def test_emulated_clipped_projection_is_clip_then_project(dtype, tile, rng, monkeypatch):
     """transform_exec.project with ``peaks`` (the kind ``correlate_clip``: mfcc's top_db
     clip read by its DCT) gives the bits of the projection of the clipped rows, each signal
     clipped at its own peak minus top_db; a NaN in a signal (its peak NaN) makes that
-    signal's outputs NaN, as torch.maximum would, and leaves the others alone."""
+    signal's outputs NaN, as torch.maximum would, and leaves the others alone; for the
+    rule's tile and another (taller, more columns a thread)."""
     from specux.kernels import emulate
     from specux.kernels.cpu import features as cpu_features
     from specux.meta import matrices
+
+    if tile != "rule":
+        monkeypatch.setattr(transform_exec, "correlate_option", lambda *a, **k: tile)
 
     precision = np.dtype(dtype).name
     key = matrices.dct_spec(n_out=13, n_in=40, dct_type=2, norm="ortho", lifter=0.0).as_key()
