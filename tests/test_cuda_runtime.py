@@ -710,7 +710,7 @@ def test_primary_context_and_modules_are_made_once_per_device(monkeypatch):
     assert len({id(module) for _, module in results}) == 2
 
 
-def test_the_native_device_loads_autotuned_winners_before_planning(monkeypatch):
+def test_the_native_device_loads_autotuned_winners_when_made(monkeypatch):
     """The torch-free device (numpy / cupy routes) looks up the autotuned winners of its GPU
     model when a call first meets it (runtime.load_winners, cached a device), as the torch
     backend does, when it is made (fake driver): the context no longer does (runtime._open),

@@ -663,9 +663,10 @@ def test_emulated_seam_vectors_keep_the_bits(dtype, offset, monkeypatch, rng):
     monkeypatch.undo()
     emulate.entry.cache_clear()
     emulate._entry_for_key.cache_clear()
+    bits = np.uint64 if dtype is np.float64 else np.uint32
     for a, b in zip(vectors, scalars):
         assert np.isfinite(a).all() and np.abs(a).max() > 0
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a.view(bits), b.view(bits))
 
 
 def test_ola_frames():

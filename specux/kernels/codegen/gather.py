@@ -233,8 +233,8 @@ def _seam(spec: GatherSpec) -> str:
         "    storage_t* out = (storage_t*)out_ptr + r * sig_len;",
     ]
     if per > 1 and spec.storage == spec.precision and SEAM_VECTORS:
-        # four positions inside the output and before ``stop``, 16-byte aligned (and their
-        # envelope): one vector store (and load) instead of four, the same arithmetic
+        # four positions inside the output and before ``stop``, aligned to their size (and
+        # their envelope): one vector store (and load) instead of four, the same arithmetic
         envelope = "flat" not in spec.option
         lines += [
             "    {",
