@@ -223,7 +223,10 @@ class TorchEngine:
         else:  # peak * ||magnitude / peak||_p, as NumpyEngine.normalize
             peak = magnitude.amax(dim=axis, keepdim=True)
             scaled = magnitude / _torch.where(peak > 0, peak, _torch.ones_like(peak))
-            length = peak * (scaled**norm).sum(dim=axis, keepdim=True) ** (1.0 / norm)
+            total = (scaled**norm).sum(dim=axis, keepdim=True)  # >= 1 unless the slice is 0
+            # an all-zero slice's total is 0, whose 1/p-th power has an infinite derivative
+            # (0 * inf: NaN gradients for silent frames); its length is 0 either way
+            length = peak * _torch.where(total > 0, total, _torch.ones_like(total)) ** (1.0 / norm)
         tiny = _torch.finfo(values.dtype).tiny
         return values / _torch.where(length < tiny, _torch.ones_like(length), length)
 

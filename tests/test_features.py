@@ -578,6 +578,30 @@ def test_chroma_p_norm_float32_at_any_scale(rng, scale, norm):
         assert rel_peak(t.numpy(), ref) <= PEAK32
 
 
+@pytest.mark.parametrize("source", ["stft", "cqt"])
+@pytest.mark.parametrize("norm", [2, 3, 1.5, np.inf, 1])
+def test_chroma_gradient_is_finite_on_silent_frames(rng, norm, source):
+    """A silent frame's chroma is left as it is (its length is 0), and so is its gradient:
+    with a p-norm the length's ``sum ** (1 / p)`` at 0 once had an infinite derivative, and
+    every sample under a silent frame got a NaN gradient (0 * inf). Across silence and
+    signal the gradient is checked against finite differences (gradcheck's fast mode)."""
+    if torch is None:
+        pytest.skip("needs torch")
+    x = np.zeros((1, 12288))
+    x[0, 8192:] = rng.standard_normal(4096)  # the cqt's longest filter spans 1852 samples
+    t = torch.tensor(x, requires_grad=True)
+    kw = dict(sr=22050, n_fft=512, hop_length=128, tuning=0.0, norm=norm, source=source)
+    if source == "cqt":
+        kw = dict(sr=22050, hop_length=128, tuning=0.0, norm=norm, source=source, fmin=200.0,
+                  n_octaves=3)
+    out = specux.chroma(t, **kw)
+    out.sum().backward()
+    assert torch.isfinite(out).all() and torch.isfinite(t.grad).all()
+    assert (out[..., :4] == 0).all()  # frames over silence only
+    small = torch.tensor(x[:, 7168:9216], requires_grad=True)  # silence, then a signal
+    assert torch.autograd.gradcheck(lambda v: specux.chroma(v, **kw), (small,), fast_mode=True)
+
+
 @pytest.mark.parametrize("n_fft", [511, 2047, 2048])
 def test_chroma_tuning_estimate_as_librosa_for_odd_n_fft(n_fft):
     """chroma(tuning=None) estimates as librosa.feature.chroma_stft, which takes the bins of
