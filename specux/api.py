@@ -354,8 +354,13 @@ def _array_window(call: _Call, window: Any, p: StftParams, name: str = "window")
         ) from None
     if library != call.route.library:
         raise TypeError(f"{name} is a {library} array but x is a {call.route.library} array")
-    if float_kind(window, library, name) != "real":
-        raise TypeError(f"{name} must be real, got {dtype_of(window, library)}")
+    try:
+        real = float_kind(window, library, name) == "real"
+    except TypeError:  # int, bool, object: its message would offer complex dtypes too
+        real = False
+    if not real:
+        raise TypeError(f"{name} must be a real floating array (float16, bfloat16, float32 or "
+                        f"float64), got {dtype_of(window, library)}")  # fmt: skip
     if len(window.shape) != 1 or window.shape[0] != p.win_length:
         raise ValueError(
             f"{name} has shape {tuple(window.shape)}: expected ({p.win_length},) (win_length)"

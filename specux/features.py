@@ -452,7 +452,7 @@ def fftconvolve(x: Any, y: Any, mode: str = "full", dim: int = -1, *, backend: s
     _require_ndim(other, 1, "y")
     dim = params.as_int("dim", dim)
     ndim = max(call.ndim, other.ndim)
-    if dim >= 0 and call.ndim != other.ndim:
+    if 0 <= dim < ndim and call.ndim != other.ndim:  # (past both: out of range, below)
         raise ValueError(
             f"dim={dim} counts from the front, which is ambiguous for inputs of {call.ndim} and "
             f"{other.ndim} dimensions: use a negative dim (counted from the end)"

@@ -176,8 +176,12 @@ def test_window_array_wrong_library(x):
 
 
 def test_window_array_bad_dtype_or_type(x):
-    _raises(TypeError, "window", specux.stft, x, n_fft=N_FFT, window=np.ones(N_FFT) + 0j)
-    _raises(TypeError, "window", specux.stft, x, n_fft=N_FFT, window=np.ones(N_FFT, np.int64))
+    # the message offers the real floating dtypes only (an int window's once offered complex)
+    message = r"window must be a real floating array \(float16, bfloat16, float32 or float64\)"
+    for dtype in (np.complex128, np.int64, np.bool_):
+        err = _raises(TypeError, message, specux.stft, x, n_fft=N_FFT,
+                      window=np.ones(N_FFT, dtype))  # fmt: skip
+        assert str(err).endswith(np.dtype(dtype).name)
     _raises(ValueError, "window", specux.stft, x, n_fft=N_FFT, window=[1.0] * N_FFT)
     _raises(ValueError, "window", specux.stft, x, n_fft=N_FFT, window=3.0)
 
@@ -713,6 +717,18 @@ def test_nd_transform_of_too_few_dimensions(x):
             specux.fft2, x[0])  # fmt: skip
     _raises(ValueError, r"s=\(2, 2, 2\) has more entries than x has dimensions \(2\)",
             specux.fftn, x, s=(2, 2, 2))  # fmt: skip
+
+
+def test_fftconvolve_dim_from_the_front():
+    """A dim counted from the front is ambiguous for inputs of different dimensions (the
+    advice: a negative dim); one past both inputs' axes is out of range, as it says."""
+    _raises(ValueError, r"dim=0 counts from the front, which is ambiguous for inputs of 2 and 1",
+            specux.fftconvolve, np.ones((2, 10)), np.ones(5), dim=0)  # fmt: skip
+    _raises(ValueError, r"dim=2 counts from the front",
+            specux.fftconvolve, np.ones((3, 2, 10)), np.ones(5), dim=2)  # fmt: skip
+    _raises(ValueError, r"dim=2 is out of range for an input with 2 dimensions",
+            specux.fftconvolve, np.ones((2, 10)), np.ones(5), dim=2)  # fmt: skip
+    assert specux.fftconvolve(np.ones((2, 10)), np.ones((2, 5)), dim=1).shape == (2, 14)
 
 
 def test_fftconvolve_other_axes_must_broadcast():
