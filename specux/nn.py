@@ -150,11 +150,18 @@ class _Module(torch.nn.Module):
         self._sources: dict[str, torch.Tensor] = {}  # float64 host values of the filter buffers
 
     def _register(self, name: str, values: Any) -> None:
-        self.set_filter(name, values, self._factory["dtype"], self._factory["device"])
+        self._set_filter(name, values, self._factory["dtype"], self._factory["device"])
 
     def set_filter(self, name: str, values: Any, dtype: Any = None, device: Any = None) -> None:
-        """Replace buffer ``name`` by ``values``, taken as float64 and stored in ``dtype``
-        (default: the buffer's present dtype and device); later dtype changes round from them."""
+        """Replace buffer ``name`` (one of the module's filters: ``window``, ``fb``, ``dct``
+        as it has them) by ``values``, taken as float64 and stored in ``dtype`` (default: the
+        buffer's present dtype and device); later dtype changes round from them."""
+        if name not in self._sources:
+            raise ValueError(f"set_filter: {name!r} is not one of this module's filters "
+                             f"({', '.join(map(repr, self._sources))})")  # fmt: skip
+        self._set_filter(name, values, dtype, device)
+
+    def _set_filter(self, name: str, values: Any, dtype: Any, device: Any) -> None:
         source = values if isinstance(values, torch.Tensor) else torch.from_numpy(np.array(values))
         source = source.detach().to("cpu", torch.float64)
         present = self._buffers.get(name)
@@ -290,6 +297,10 @@ class _Banded(_Module):
                     eps: float) -> torch.Tensor:  # fmt: skip
         """``bank @ |stft(x)| ** power`` (or its dB): one ``specux.bank_spectrogram`` op."""
         p = self._stft
+        n_freq = p.n_fft // 2 + 1
+        if bank.dim() != 2 or bank.shape[1] != n_freq:  # (a user's fb: module.fb = ...)
+            raise ValueError(f"fb has shape {tuple(bank.shape)}: expected (n_bands, {n_freq}), "
+                             f"a band per row over the n_fft={p.n_fft} stft's bins")  # fmt: skip
         window = _like(self.window, x, "window")
         return torch.ops.specux.bank_spectrogram(
             x, window, "array", p.n_fft, p.hop_length, window.shape[0], p.center, p.pad_mode,
@@ -477,7 +488,7 @@ class FFTConvolve(_Module):
                                 "pass a complex kernel to forward(x, y) instead")  # fmt: skip
             own = _floating_dtype(kernel)
             if dtype is None and own is not None:
-                self.set_filter("kernel", kernel, own, self._factory["device"])
+                self._set_filter("kernel", kernel, own, self._factory["device"])
             else:
                 self._register("kernel", kernel)
 

@@ -305,7 +305,25 @@ def test_istft_nola_center_false(lib, x):
     # hann is 0 at its first sample: with center=False the first output sample has no cover
     S = specux.stft(x, n_fft=N_FFT, center=False)
     data = torch.from_numpy(S) if lib == "torch" else S
-    _raises(ValueError, "NOLA", specux.istft, data, n_fft=N_FFT, center=False)
+    err = _raises(ValueError, "NOLA", specux.istft, data, n_fft=N_FFT, center=False)
+    assert "center=True" in str(err)
+
+
+def test_istft_nola_advice_fits_the_call():
+    """The NOLA error's advice: center=True only where center is off; where only samples
+    past the frames' natural end fail (a long ``length`` reaching the hann envelope's last,
+    tiny samples at n_fft 2048), the longest length that works, which then does."""
+    y = np.random.default_rng(0).standard_normal(22050)
+    S = specux.stft(y, n_fft=2048, hop_length=512)
+    natural = 512 * (S.shape[-1] - 1)
+    err = _raises(ValueError, "NOLA", specux.istft, S, n_fft=2048, hop_length=512,
+                  length=natural + 1024)  # fmt: skip
+    assert "center=True" not in str(err)
+    assert str(err).endswith(f"length of at most {natural + 1023}")
+    assert specux.istft(S, n_fft=2048, hop_length=512, length=natural + 1023).shape == (
+        natural + 1023,)
+    err = _raises(ValueError, "NOLA", specux.istft, S, n_fft=2048, hop_length=2100)
+    assert "center=True" not in str(err) and "length of at most" not in str(err)
 
 
 @pytest.mark.parametrize("lib", LIBS)

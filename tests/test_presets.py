@@ -178,18 +178,20 @@ def test_librosa_chroma_stft(kwargs):
 @pytest.mark.parametrize("function", ["power_to_db", "amplitude_to_db"])
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(), dict(ref=np.max), dict(ref=2.5, amin=1e-6, top_db=40.0), dict(top_db=None)],
+    [dict(), dict(ref=np.max), dict(ref=np.min, top_db=None), dict(ref=np.mean),
+     dict(ref=np.median), dict(ref=2.5, amin=1e-6, top_db=40.0), dict(top_db=None)],
 )
 def test_librosa_db(function, kwargs):
+    """The dB conversions as librosa's, numpy and torch input alike (numpy's reductions as
+    ``ref`` included: they run as the tensor's own, np.max once raised for a tensor)."""
     S = np.abs(_levels((3, 40, 50), [1.0, 1e-3, 1e-6])) ** 2
     ours, theirs = getattr(sl, function), getattr(librosa, function)
     ref = theirs(S, **kwargs)
     got = ours(S, **kwargs)
     assert got.shape == ref.shape and got.dtype == ref.dtype
     assert rel_l2(got, ref) <= F64
-    if kwargs.get("ref") is not np.max:
-        got_torch = ours(torch.from_numpy(S), **kwargs)
-        assert isinstance(got_torch, torch.Tensor) and rel_l2(got_torch.numpy(), ref) <= F64
+    got_torch = ours(torch.from_numpy(S), **kwargs)
+    assert isinstance(got_torch, torch.Tensor) and rel_l2(got_torch.numpy(), ref) <= F64
     got32 = ours(S.astype(np.float32), **kwargs)
     assert got32.dtype == theirs(S.astype(np.float32), **kwargs).dtype == np.float32
 

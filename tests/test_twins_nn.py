@@ -436,6 +436,25 @@ def test_replacing_buffers_changes_the_output():
     assert mel.fb.dtype == torch.float32 and torch.equal(mel.double().fb, bank)
 
 
+@pytest.mark.parametrize("shape", [(40, 100), (40, 300), (257,), (2, 40, 257)])
+def test_a_filterbank_of_the_wrong_shape_is_refused(shape):
+    """A replaced ``fb`` must be (n_bands, n_fft // 2 + 1): too few columns once ran as if
+    zero-padded (and its backward crashed), too many or another rank failed deep inside. The
+    module names ``fb``; a direct op call names ``bank``. set_filter takes the module's own
+    filters only (an unknown name once added a buffer)."""
+    x = torch.from_numpy(_signal(dtype=np.float32))
+    mel = nn.MelSpectrogram(sr=SR, n_fft=512, n_mels=40)
+    mel.fb = torch.rand(shape)
+    with pytest.raises(ValueError, match=r"fb has shape .*: expected \(n_bands, 257\)"):
+        mel(x)
+    with pytest.raises(RuntimeError, match=r"bank has shape .*, expected \(n_bands, 257\)"):
+        torch.ops.specux.bank_spectrogram(x, mel.window, "array", 512, 128, 512, True,
+                                          "constant", 2.0, torch.rand(shape), "", "power",
+                                          1e-10)  # fmt: skip
+    with pytest.raises(ValueError, match=r"'foo' is not one of this module's filters"):
+        mel.set_filter("foo", [1.0])
+
+
 def test_module_moves_with_to_and_refuses_other_devices():
     module = nn.MelSpectrogram(sr=SR, n_fft=512, n_mels=40).to("meta")
     assert all(b.device.type == "meta" for b in module.buffers())

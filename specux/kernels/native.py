@@ -504,7 +504,7 @@ def istft_envelope(p: StftParams, w64: np.ndarray, count: int, length: int, prec
     from float64): a division costs a float32 kernel a dozen instructions an output."""
     env = cpu_stft.envelope(p, w64, count)
     start, stop, out_length = cpu_stft.istft_bounds(p, count, None if length < 0 else length)
-    cpu_stft.check_nola(env, start, stop)
+    cpu_stft.check_nola(env, start, stop, p)
     part = np.ascontiguousarray((1.0 / env[start:stop]).astype(precision))
     part.flags.writeable = False
     return part, start, stop, out_length

@@ -172,6 +172,11 @@ def bank_spectrogram(x, window, window_name, n_fft, hop_length, win_length, cent
     _stft("bank_spectrogram", window, window_name, n_fft, hop_length, win_length, center,
           pad_mode)  # fmt: skip
     _bank("bank_spectrogram", bank, bank_spec, power)
+    if bank is not None:  # the kernels read n_fft // 2 + 1 values a band (fewer: read past it)
+        n_freq = as_int("n_fft", n_fft) // 2 + 1
+        check(bank.dim() == 2 and bank.shape[1] == n_freq,
+              lambda: f"specux::bank_spectrogram: bank has shape {tuple(bank.shape)}, expected "
+                      f"(n_bands, {n_freq}) for n_fft={n_fft}")  # fmt: skip
     _choice("bank_spectrogram", "output", output, ("power", "db"))
     _eps("bank_spectrogram", eps)
 

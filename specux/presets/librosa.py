@@ -10,7 +10,13 @@ The signal may be a numpy, torch or cupy array, time last, with any leading axes
 back in its library (differentiable for torch, except where a step is noted as host-side).
 
 Not taken from librosa: precomputed inputs (``S=``, ``C=``), callable windows, and the
-``dtype=`` / ``out=`` arguments. :func:`istft` raises ``ValueError`` where the window-sum-square
+``dtype=`` / ``out=`` arguments; :func:`cqt` / :func:`vqt`'s ``sparsity`` and ``res_type``
+(specux computes the full-rate transform) and :func:`vqt`'s ``intervals``. Refused with a
+``ValueError`` that names the parameter, where librosa accepts them: pad modes other than
+constant, reflect, edge and wrap (``"symmetric"``, ``"linear_ramp"`` ...), windows other than
+hann, hamming, blackman, bartlett, boxcar and the kaiser / gaussian tuples (``"triang"``,
+``("tukey", 0.5)`` ...), chroma's ``norm`` 0 or ``-np.inf`` and ``octwidth=0``, and
+``n_mfcc`` above ``n_mels``. :func:`istft` raises ``ValueError`` where the window-sum-square
 envelope vanishes (NOLA fails) instead of leaving those samples unnormalized.
 """
 
@@ -216,7 +222,7 @@ def power_to_db(S: Any, *, ref: Any = 1.0, amin: float = 1e-10, top_db: float | 
             stacklevel=2,
         )
         S = ops.abs(S)
-    ref_value = ref(S) if callable(ref) else abs(ref)
+    ref_value = ops.reference(ref, S) if callable(ref) else abs(ref)
     log_spec = 10.0 * ops.log10(ops.clamp_min(S, amin))
     if isinstance(ref_value, numbers.Real):
         log_spec = log_spec - 10.0 * float(np.log10(max(amin, float(ref_value))))
@@ -243,7 +249,7 @@ def amplitude_to_db(S: Any, *, ref: Any = 1.0, amin: float = 1e-5, top_db: float
             stacklevel=2,
         )
     magnitude = ops.abs(ops.array)
-    ref_value = ref(magnitude) if callable(ref) else abs(ref)
+    ref_value = ops.reference(ref, magnitude) if callable(ref) else abs(ref)
     return power_to_db(magnitude * magnitude, ref=ref_value * ref_value, amin=amin * amin,
                        top_db=top_db)  # fmt: skip
 
@@ -368,6 +374,17 @@ class _Ops:
 
     def is_complex(self, x: Any) -> bool:
         return x.is_complex() if self.library == "torch" else x.dtype.kind == "c"
+
+    def reference(self, ref: Any, x: Any) -> Any:
+        """``ref(x)`` for a callable ``ref``; numpy's whole-array reductions librosa's docs
+        suggest (``np.max`` ...) run as the tensor's own for torch input (numpy's would
+        call ``tensor.max(axis=None)``, which torch refuses)."""
+        if self.library == "torch":
+            own = {np.max: "amax", np.amax: "amax", np.min: "amin", np.amin: "amin",
+                   np.mean: "mean"}.get(ref)  # fmt: skip
+            if own is not None:
+                return getattr(x, own)()
+        return ref(x)
 
     def abs(self, x: Any) -> Any:
         return x.abs() if self.library == "torch" else self._xp.abs(x)

@@ -351,14 +351,23 @@ def istft_bounds(p: StftParams, count: int, length: int | None) -> tuple[int, in
     return start, min(start + length, span), length
 
 
-def check_nola(env: np.ndarray, start: int, stop: int) -> None:
+def check_nola(env: np.ndarray, start: int, stop: int, p: StftParams | None = None) -> None:
+    """Raise where the envelope over [start, stop) falls to NOLA_THRESHOLD or below, with the
+    advice that applies to ``p`` (center=True where it is off; a shorter length where only
+    the samples past the frames' natural end fail)."""
     if stop > start:
-        lowest = float(np.min(env[start:stop]))
+        part = env[start:stop]
+        lowest = float(np.min(part))
         if not lowest > NOLA_THRESHOLD:
+            advice = "use a window and hop_length whose overlapping squares cover every sample"
+            if p is not None and not p.center:
+                advice += ", or center=True"
+            first = int(np.argmax(~(part > NOLA_THRESHOLD)))  # the first failing output sample
+            if p is not None and start + first >= len(env) - p.pad:  # past the natural end
+                advice += f", or a length of at most {first}"
             raise ValueError(
                 f"istft: the window-sum-square envelope falls to {lowest:.3g} (< 1e-11) inside "
-                "the signal (the NOLA condition fails): use a window and hop_length whose "
-                "overlapping squares cover every sample, or center=True"
+                f"the signal (the NOLA condition fails): {advice}"
             )
 
 
@@ -374,7 +383,7 @@ def istft(
     w = full_window(p, window, rdtype)
     env = envelope(p, w.astype(np.float64), count)
     start, stop, out_length = istft_bounds(p, count, length)
-    check_nola(env, start, stop)
+    check_nola(env, start, stop, p)
     inverse = env[start:stop].astype(rdtype)
     batch = spectrum.shape[:-2]
     out = np.empty((*batch, out_length), dtype=rdtype)
