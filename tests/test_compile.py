@@ -80,18 +80,32 @@ def _same_as_eager(fn, compiled, lengths):
         torch.testing.assert_close(gx, gr, rtol=TOLERANCES["float64"], atol=TOLERANCES["float64"])
 
 
-@pytest.mark.parametrize("name", list(_dynamic_cases()))
+@pytest.mark.parametrize("name", list(_dynamic_cases()) + ["stft_complex", "cqt_grad"])
 def test_compile_with_symbolic_lengths(name):
     """torch.compile(dynamic=True) with torch's defaults: one graph for every signal length,
-    forward and backward equal to eager. Dynamo leaves specux's float defaults symbolic
-    there; the parameters that name a filterbank or window become values (a guard) before
-    their keys are built: the filterbank transforms and a kaiser window stopped with "sort
-    with non-constant keys" or a string-building error. As_float's finiteness test is a
-    comparison: math.isfinite cannot be traced on a symbolic float."""
+    forward and backward (counted: the backward's guards recompile the frame too), equal to
+    eager. Dynamo leaves specux's float defaults symbolic there; the parameters that name a
+    filterbank or window become values (a guard) before their keys are built: the filterbank
+    transforms and a kaiser window stopped with "sort with non-constant keys" or a
+    string-building error. As_float's finiteness test is a comparison: math.isfinite cannot
+    be traced on a symbolic float. The ops' lengths are SymInt (an ``int`` in the istft,
+    overlap-add and cqt-adjoint schemas pinned each length: a graph a length with a
+    gradient, and fftconvolve's backward pinned it choosing its frame). The real FFT's
+    backward guards the length's parity (the Hermitian weights): two graphs."""
     torch._dynamo.reset()
-    fn = _dynamic_cases()[name]
-    compiled = torch.compile(fn, dynamic=True, fullgraph=True, backend="aot_eager")
-    _same_as_eager(fn, compiled, (1500, 1700, 2101))
+    cases = _dynamic_cases()
+    cases["stft_complex"] = lambda x: specux.stft(x, n_fft=64, hop_length=16).abs()
+    cases["cqt_grad"] = lambda x: specux.cqt(x, sr=2000, fmin=100.0, n_bins=12,
+                                             hop_length=64).abs()  # fmt: skip
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    fn = cases[name]
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(fn, dynamic=True, fullgraph=True, backend=counter)
+    _same_as_eager(fn, compiled, (1500,))
+    first = counter.frame_count  # the first length's compiles
+    _same_as_eager(fn, compiled, (1700, 2101, 1900))
+    assert counter.frame_count - first == (1 if name == "rfft" else 0)
 
 
 def _argument_cases():
@@ -218,6 +232,28 @@ def test_fft_sizes_from_symbolic_lengths(name):
     assert len(graphs) == 1
 
 
+def test_export_istft_to_the_signals_length():
+    """stft -> istft(length=x.shape[-1]) exports with a dynamic length and runs others (the
+    istft schema's ``int length`` pinned it: "Constraints violated"); the nn modules too."""
+    import specux.nn as snn
+
+    fn = _dynamic_cases()["stft_istft"]
+    stft, istft = snn.STFT(n_fft=64, hop_length=16, dtype=torch.float64), snn.ISTFT(
+        n_fft=64, hop_length=16, dtype=torch.float64)  # fmt: skip
+
+    def modules(x):
+        return istft(stft(x), length=x.shape[-1])
+
+    dims = ({1: torch.export.Dim("L", min=600, max=8192)},)
+    for f in (fn, modules):
+        ep = torch.export.export(_Call(f), (torch.randn(2, 1000, dtype=torch.float64),),
+                                 dynamic_shapes=dims)  # fmt: skip
+        for n in (700, 1333):
+            x = torch.randn(2, n, dtype=torch.float64)
+            torch.testing.assert_close(ep.module()(x), f(x), rtol=TOLERANCES["float64"],
+                                       atol=TOLERANCES["float64"])  # fmt: skip
+
+
 class _Spectrogram(torch.nn.Module):
     def forward(self, x):
         return specux.stft(x, 128, 32, output="db")
@@ -229,3 +265,18 @@ def test_export_gives_specux_nodes():
     assert "specux.stft.default" in targets
     x = torch.randn(2, 1000)
     torch.testing.assert_close(ep.module()(x), _Spectrogram()(x))
+
+
+def test_compile_the_librosa_presets_batched_mfcc():
+    """The librosa preset's mfcc of several signals (its whole-array top_db clip, then the
+    DCT) under fullgraph: its DCT matrix was built with numpy inside the traced function,
+    which Dynamo cannot trace ("ndarray attribute access"); it goes through the project op
+    with the matrix named now, equal to eager, gradients too."""
+    from specux.presets import librosa as sl
+
+    def fn(y):
+        return sl.mfcc(y, sr=16000, n_fft=256, n_mels=20, n_mfcc=8, lifter=10.0)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    _same_as_eager(fn, compiled, (3000,))

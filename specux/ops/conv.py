@@ -48,6 +48,12 @@ _MAX_FRAME = 16384
 def correlation_frame(lags: int, length: int) -> int | None:
     """The frame of :func:`_framed_correlation` for ``lags`` lags against a ``length``-sample
     row, or None where whole-length transforms serve (a row of few frames, many lags)."""
+    # The frame is at least both bounds: where they already rule it out, decide by
+    # comparisons alone (under torch.compile a symbolic length is then guarded by a range,
+    # not fixed to its value as bit_length would: one graph for every signal length).
+    if (_FRAME_LAGS * lags > _MAX_FRAME
+            or length < _MIN_FRAMES * max(_MIN_FRAME, _FRAME_LAGS * lags)):  # fmt: skip
+        return None
     frame = max(_MIN_FRAME, 1 << (_FRAME_LAGS * lags - 1).bit_length())
     if frame > _MAX_FRAME or length < _MIN_FRAMES * frame:
         return None

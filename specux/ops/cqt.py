@@ -112,7 +112,7 @@ def _cqt_adjoint_backward(ctx, grad):
 
 declare(
     "cqt_adjoint",
-    "(Tensor grad, str spec, str pad_mode, int length) -> Tensor",
+    "(Tensor grad, str spec, str pad_mode, SymInt length) -> Tensor",
     fake=_cqt_adjoint_fake,
     kernels={"cpu": _cqt_adjoint_cpu, "cuda": _cqt_adjoint_cuda},
     backward=_cqt_adjoint_backward,

@@ -89,7 +89,7 @@ def _overlap_add_backward(ctx, grad):
 
 declare(
     "overlap_add",
-    "(Tensor frames, int length, int hop_length, int pad, str pad_mode) -> Tensor",
+    "(Tensor frames, SymInt length, int hop_length, int pad, str pad_mode) -> Tensor",
     fake=_overlap_add_fake,
     kernels={"cpu": _overlap_add_cpu, "cuda": _overlap_add_cuda},
     backward=_overlap_add_backward,

@@ -397,7 +397,7 @@ def power_adjoint(x, window, window_name, n_fft, hop_length, win_length, center,
 
 _ISTFT_SCHEMA = (
     "(Tensor spec, Tensor? window, str window_name, int n_fft, int hop_length, int win_length, "
-    "bool center, bool normalized, bool onesided, int length) -> Tensor"
+    "bool center, bool normalized, bool onesided, SymInt length) -> Tensor"
 )
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 import specux
 from specux.compat.arrays import library_of
+from specux.features import dct_of_db
 
 __all__ = [
     "amplitude_to_db",
@@ -162,10 +163,7 @@ def mfcc(
             mel_norm=mel_norm, backend=backend, **mel_params,
         )  # fmt: skip
     mel = melspectrogram(y, sr=sr, norm=mel_norm, backend=backend, **mel_params)
-    log_mel = power_to_db(mel)
-    rows = specux.filters.dct(n_mfcc, log_mel.shape[-2], dct_type=dct_type, norm=norm)
-    rows = specux.filters.lifter_weights(n_mfcc, lifter)[:, np.newaxis] * rows
-    return _constant_like(rows, log_mel) @ log_mel
+    return dct_of_db(power_to_db(mel), n_mfcc, dct_type, norm, lifter, backend)
 
 
 def chroma_stft(
@@ -404,17 +402,3 @@ class _Ops:
 
     def size(self, x: Any) -> int:
         return x.numel() if self.library == "torch" else x.size
-
-
-def _constant_like(matrix: np.ndarray, like: Any) -> Any:
-    """A float64 host matrix in ``like``'s library, dtype and device."""
-    library = _library(like)
-    if library == "torch":
-        import torch
-
-        return torch.as_tensor(matrix, dtype=like.dtype, device=like.device)
-    if library == "cupy":
-        import cupy
-
-        return cupy.asarray(matrix, dtype=like.dtype)
-    return matrix.astype(like.dtype, copy=False)
