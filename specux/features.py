@@ -130,12 +130,13 @@ def _cepstrum(call: _Call, x, log_spec, n_out, n_bands, dct_type, norm, lifter, 
     return call.finish(call.engine.project(log_spec, dct, _top_db(top_db)))
 
 
-def dct_of_db(log_spec: Any, n_out: int, dct_type: int, norm: str | None, lifter: float,
+def dct_of_db(log_spec: Any, n_out: int, dct_type: int, norm: str | None, lifter: float, *,
               backend: str = "auto") -> Any:  # fmt: skip
     """The first ``n_out`` (liftered) DCT rows of a dB spectrogram ``(..., n_bands,
-    n_frames)``, as :func:`mfcc` applies them, with no top_db clip (the librosa preset
-    clips the whole array first): the ``project`` op with the matrix named, so that nothing
-    builds it in a traced function (torch.compile cannot trace the numpy that builds it)."""
+    n_frames)`` (a torch tensor), as :func:`mfcc` applies them, with no top_db clip (the
+    librosa preset clips the whole array first): the ``project`` op with the matrix named,
+    so that nothing builds it in a traced function (torch.compile cannot trace the numpy
+    that builds it)."""
     call = _Call(log_spec, backend, name="S", family="mfcc")
     n_out = params.as_int("n_mfcc", n_out, minimum=1)
     return _cepstrum(call, log_spec, log_spec, n_out, log_spec.shape[-2], dct_type, norm,

@@ -163,7 +163,12 @@ def mfcc(
             mel_norm=mel_norm, backend=backend, **mel_params,
         )  # fmt: skip
     mel = melspectrogram(y, sr=sr, norm=mel_norm, backend=backend, **mel_params)
-    return dct_of_db(power_to_db(mel), n_mfcc, dct_type, norm, lifter, backend)
+    log_mel = power_to_db(mel)
+    if _library(log_mel) == "torch":  # the project op: torch.compile traces it
+        return dct_of_db(log_mel, n_mfcc, dct_type, norm, lifter, backend=backend)
+    rows = specux.filters.dct(n_mfcc, log_mel.shape[-2], dct_type=dct_type, norm=norm)
+    rows = specux.filters.lifter_weights(n_mfcc, lifter)[:, np.newaxis] * rows
+    return _constant_like(rows, log_mel) @ log_mel
 
 
 def chroma_stft(
@@ -402,3 +407,12 @@ class _Ops:
 
     def size(self, x: Any) -> int:
         return x.numel() if self.library == "torch" else x.size
+
+
+def _constant_like(matrix: np.ndarray, like: Any) -> Any:
+    """A float64 host matrix in ``like``'s library (numpy or cupy) and dtype."""
+    if _library(like) == "cupy":
+        import cupy
+
+        return cupy.asarray(matrix, dtype=like.dtype)
+    return matrix.astype(like.dtype, copy=False)
