@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import platform
 import sys
 import time
@@ -33,7 +34,8 @@ def info() -> int:
 
     try:
         choices = ", ".join(("auto", *cpu_fft.PROVIDERS))
-        print(f"CPU FFT: {cpu_fft.provider()} (set by SPECUX_CPU_FFT: {choices})")
+        chosen = os.environ.get("SPECUX_CPU_FFT") or "unset: auto"
+        print(f"CPU FFT: {cpu_fft.provider()} (SPECUX_CPU_FFT {chosen}; one of {choices})")
     except ValueError as error:
         print(f"CPU FFT: {error}")
     from specux.compat import cuda

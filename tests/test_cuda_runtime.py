@@ -516,6 +516,24 @@ def test_cache_clear_removes_memory_and_disk_entries_only(tmp_path):
     assert len(calls) == 5
 
 
+def test_cache_clear_leaves_a_shared_folders_empty_folders(tmp_path):
+    """SPECUX_CACHE_DIR may point at a shared folder: clearing removes the entries and the
+    shard / dialect folders they were in, not the user's empty folders (any name, even
+    two-letter or hex ones), which clear_all once took for dialects and shards."""
+    cache = KernelCache("test")
+    cache.get_or_compile(("a",), _compiler()[0])
+    root = tmp_path / "cache"
+    mine = [root / "emptydir", root / "proj" / "ab", root / "proj" / "src", root / "test" / "cd",
+            root / "ef"]  # fmt: skip
+    for folder in mine:
+        folder.mkdir(parents=True, exist_ok=True)
+    (root / "proj" / "src" / "a.py").write_text("kept")
+    cache_module.clear_all()
+    assert all(folder.is_dir() for folder in mine)
+    assert _entries(root) == [str(root / "proj" / "src" / "a.py")]
+    assert not any(p.suffix == ".bin" for p in root.rglob("*"))
+
+
 def test_cache_with_nvrtc_round_trips_a_cubin(nvrtc_ready):
     from specux.kernels.cuda.compiler import compile_cubin
 

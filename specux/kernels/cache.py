@@ -28,6 +28,7 @@ from specux._version import __version__
 MAGIC = b"SPECUXK1"  # format version 1: MAGIC, sha256(payload) (32 bytes), payload
 _HEADER = len(MAGIC) + 32
 _ENTRY = re.compile(r"^[0-9a-f]{64}\.bin$|^[0-9a-f]{64}\..*\.tmp$")
+_SHARD = re.compile(r"^[0-9a-f]{2}$")  # an entry's folder: its key's first two hex digits
 
 # One warning per process for an unusable cache folder, however many caches or kernels.
 _warned = False
@@ -179,29 +180,36 @@ class KernelCache:
 
 
 def clear_disk(dialect: str) -> None:
-    """Delete ``<cache_dir()>/<dialect>``'s cache entries (only files named as entries)."""
+    """Delete ``<cache_dir()>/<dialect>``'s cache entries (only files named as entries), and
+    the folders that held them once empty."""
     root = os.path.join(_options.cache_dir(), dialect)
     if not os.path.isdir(root):
         return
-    # Remove only what we wrote, in case SPECUX_CACHE_DIR points at a shared folder.
+    # Remove only what we wrote, in case SPECUX_CACHE_DIR points at a shared folder: entry
+    # files in two-hex-digit shard folders, and a folder only where an entry was in it (an
+    # empty folder of the user's, whatever its name, stays).
+    emptied = False
     for sub in os.listdir(root):
         folder = os.path.join(root, sub)
-        if len(sub) != 2 or not os.path.isdir(folder):
+        if not _SHARD.match(sub) or not os.path.isdir(folder):
             continue
-        for name in os.listdir(folder):
-            if _ENTRY.match(name):
-                try:
-                    os.remove(os.path.join(folder, name))
-                except OSError:
-                    pass
+        entries = [name for name in os.listdir(folder) if _ENTRY.match(name)]
+        for name in entries:
+            try:
+                os.remove(os.path.join(folder, name))
+            except OSError:
+                pass
+        if entries:
+            emptied = True
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
+    if emptied:
         try:
-            os.rmdir(folder)
+            os.rmdir(root)
         except OSError:
             pass
-    try:
-        os.rmdir(root)
-    except OSError:
-        pass
 
 
 def clear_all() -> None:
