@@ -236,15 +236,15 @@ def _seam(spec: GatherSpec) -> str:
         # four positions inside the output and before ``stop``, aligned to their size (and
         # their envelope): one vector store (and load) instead of four, the same arithmetic
         envelope = "flat" not in spec.option
+        env = "(const real_t*)table_a + i0"
+        aligned = " && ".join(f"(unsigned long long)({p}) % sizeof(pack_t) == 0"
+                              for p in ["out + i0"] + ([env] if envelope else []))  # fmt: skip
         lines += [
             "    {",
             "        const long long i0 = p0 - start;",
             f"        if (k0 + {per - 1} < size && i0 >= 0 && i0 + {per - 1} < sig_len"
-            f" && p0 + {per - 1} < stop && (unsigned long long)(out + i0) % sizeof(pack_t) == 0"
-            + (" && (unsigned long long)((const real_t*)table_a + i0) % sizeof(pack_t) == 0"
-               if envelope else "") + ") {",
-            "            const pack_t e = *(const pack_t*)((const real_t*)table_a + i0);"
-            if envelope else "",
+            f" && p0 + {per - 1} < stop && {aligned}) {{",
+            *([f"            const pack_t e = *(const pack_t*)({env});"] if envelope else []),
             "            pack_t o;",
             f"            for (int w = 0; w < {per}; ++w)",
             "                o.v[w] = ((real_t)0 + left[w] + right[w]) * (real_t)factor"
@@ -254,7 +254,6 @@ def _seam(spec: GatherSpec) -> str:
             "        }",
             "    }",
         ]
-        lines = [line for line in lines if line]
     lines += [
         f"    for (int w = 0; w < {per}; ++w) {{",
         "        const long long p = p0 + w, i = p - start;",
