@@ -578,6 +578,10 @@ def _transform_families(recorder):
             option = transform_exec.correlate_option(1, frames, n_out, n_in, n_in, precision)
             recorder.specs.add(GatherSpec("correlate_clip", precision, precision, option))
         recorder.specs.add(GatherSpec("partsum", precision, precision))
+        for bins, columns in ((12, 2), (36, 64), (48, 80), (60, 200)):  # cqt's spectral path
+            option = transform_exec.fold_option(bins, columns)
+            recorder.specs.add(GatherSpec("fold_product", precision, precision, option))
+        recorder.specs.add(GatherSpec("fold_idft", precision, precision))
         for hop in (1, 64, 512):  # the adjoint's tiles
             for blocks in (10, 1000, 10000):
                 option = transform_exec.correlate_t_option(blocks, hop, precision)

@@ -333,6 +333,116 @@ def test_vqt_and_chroma_cqt():
            fmin=60.0, n_octaves=2)  # fmt: skip
 
 
+def _cqt_groups(spec, precision, length, count, spectral):
+    """The emulated kernels' constant-Q output of ``count`` noise signals, interleaved
+    ``(count, n_frames, 2 n_bins)``, with ``spectral`` leading groups on the spectral path,
+    and the CPU backend's float64 result in the same layout."""
+    x = _signal((count, length), seed=count)
+    plan, n_frames, pad = transform_exec.cqt_plan(spec, precision, length, count)
+    xp = np.pad(x.astype(precision), ((0, 0), (pad, pad)))
+    out = np.zeros((count, n_frames, 2 * spec.n_bins), dtype=precision)
+    transform_exec.cqt_correlate(emulate.HostBackend(), xp, out, spec, plan, count=count,
+                                 n_frames=n_frames, row_len=length + 2 * pad, pad=pad,
+                                 precision=precision, spectral=spectral)  # fmt: skip
+    ref = specux.cqt(x, sr=spec.sr, hop_length=spec.hop_length, fmin=spec.fmin,
+                     n_bins=spec.n_bins, bins_per_octave=spec.bins_per_octave)  # fmt: skip
+    ref = np.stack([ref.real, ref.imag], -1).transpose(0, 2, 1, 3).reshape(out.shape)
+    return out, ref, plan
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+@pytest.mark.parametrize(("hop", "length", "count", "groups"),
+                         [(32, 1500, 2, 1), (32, 1500, 2, 2), (33, 2400, 3, 2),
+                          (8, 900, 1, 1)])  # fmt: skip
+def test_cqt_spectral_path_equals_the_direct_one(precision, hop, length, count, groups):
+    """The spectral path of the leading octave groups (blocks' real FFTs, the product folded
+    modulo M, M-point inverse DFTs) is an exact identity: it equals the CPU backend to the
+    precision's rounding. The cases cover several blocks a signal (hop 33: odd F, whose
+    mirrored bins differ), several signals, term splits (hop 32 and 33: 2 and 3) and a hop
+    under one staging step (8)."""
+    from specux.meta.cqt_params import cqt_spec
+
+    spec = cqt_spec(sr=8000, hop_length=hop, fmin=200.0, n_bins=30, bins_per_octave=12)
+    out, ref, plan = _cqt_groups(spec, precision, length, count, groups)
+    sc = transform_exec.cqt_spectral(spec, plan, out.shape[1], count, precision, False,
+                                     groups)  # fmt: skip
+    assert sc is not None and sc.groups == groups
+    assert sc.size == sc.residues * hop and sc.frames >= 1
+    if hop == 33:
+        assert sc.size % 2 == 1 and sc.blocks(out.shape[1]) > 1
+    assert rel_peak(out, ref) <= PEAK[precision], rel_peak(out, ref)
+    direct, _, _ = _cqt_groups(spec, precision, length, count, 0)
+    assert rel_peak(out, direct) <= PEAK[precision]
+
+
+def test_cqt_spectral_tiles_bins_and_columns():
+    """More bins than one fold_product tile holds (48) and more blocks than its columns (80):
+    several bin and column tiles, against the CPU backend."""
+    from specux.meta.cqt_params import cqt_spec
+
+    spec = cqt_spec(sr=8000, hop_length=16, fmin=400.0, n_bins=60, bins_per_octave=60)
+    plan, n_frames, _ = transform_exec.cqt_plan(spec, "float64", 2300, 30)
+    sc = transform_exec.cqt_spectral(spec, plan, n_frames, 30, "float64", False, 1)
+    assert sc.bins == 60 and 30 * sc.blocks(n_frames) > 80, (sc, n_frames)
+    out, ref, _ = _cqt_groups(spec, "float64", 2300, 30, 1)
+    assert rel_peak(out, ref) <= PEAK["float64"]
+
+
+def test_cqt_spectral_cost_model():
+    """The cost model: the PERF.md workload's four lowest octaves take the spectral path
+    (measured on an H200: 0.309 ms against 0.431 all direct, docs/benchmarks.md); filters no
+    longer than the hop, a single frame or ``groups=0`` stay direct; the block holds whole
+    frames and its length is a smooth multiple of the hop."""
+    from specux.kernels.plan import factorize
+    from specux.meta.cqt_params import cqt_spec
+
+    spec = cqt_spec(sr=22050, hop_length=512, fmin=32.70, n_bins=84)
+    plan, n_frames, _ = transform_exec.cqt_plan(spec, "float32", 220500, 16)
+    sc = transform_exec.cqt_spectral(spec, plan, n_frames, 16, "float32", True)
+    assert sc is not None and sc.groups == 4 and sc.bins == 48
+    span = max(g.offset + g.frame_length for g in plan.frames[:4]) - plan.frames[0].offset
+    assert (sc.frames - 1) * 512 + span <= sc.size < sc.frames * 512 + span
+    assert factorize(sc.size) is not None and sc.residues <= transform_exec.SPECTRAL_MAX_RESIDUES
+    assert transform_exec.cqt_spectral(spec, plan, n_frames, 16, "float32", True, 0) is None
+    short = cqt_spec(sr=22050, hop_length=512, fmin=1000.0, n_bins=24)
+    plan, n_frames, _ = transform_exec.cqt_plan(short, "float32", 220500, 16)
+    assert max(g.frame_length for g in plan.frames) <= 512
+    assert transform_exec.cqt_spectral(short, plan, n_frames, 16, "float32", True) is None
+
+
+def test_cqt_spectra_table_is_the_kernels_dft():
+    """``cqt_spectra``: K_b(f) = sum_j k_b[j] e^(2 pi i f (d_g + j) / F) / F laid out
+    [m][q][b] for f = m + q M, from the float64 kernels."""
+    from specux.kernels.cpu import cqt as cpu_cqt
+    from specux.meta.cqt_params import cqt_spec
+
+    spec = cqt_spec(sr=8000, hop_length=32, fmin=200.0, n_bins=30, bins_per_octave=12)
+    plan, n_frames, _ = transform_exec.cqt_plan(spec, "float64", 1500, 2)
+    sc = transform_exec.cqt_spectral(spec, plan, n_frames, 2, "float64", False, 2)
+    table = transform_exec.cqt_spectra(spec, sc)
+    assert table.shape == (sc.residues, 32, sc.bins) and not table.flags.writeable
+    groups = cpu_cqt.kernel_plan(spec, np.float64, 1, 1, (0, 0)).frames[:2]
+    g, i = groups[1], 3  # the second group's fourth bin
+    k = g.kernel[:, 2 * i] + 1j * g.kernel[:, 2 * i + 1]
+    d = g.offset - groups[0].offset
+    f = np.arange(sc.size)
+    want = np.exp(2j * np.pi * np.outer(f, d + np.arange(k.size)) / sc.size) @ k / sc.size
+    got = table[:, :, g.start + i].T.reshape(-1)  # [q][m] -> f = m + q M
+    assert np.max(np.abs(got - want)) <= 1e-15 * np.max(np.abs(want)) * sc.size
+
+
+def test_fold_tile_is_validated():
+    from specux.kernels.codegen.gather import GatherSpec, fold_shared_bytes
+
+    for bad in ("p7x1", "p1x6", "p0x1", "x", ""):
+        with pytest.raises(ValueError, match="fold_product option"):
+            GatherSpec("fold_product", "float32", "float32", bad)
+    for precision in ("float32", "float64"):  # the largest tile fits 48 KiB
+        assert fold_shared_bytes("fold_product", "p6x5", 0, precision) <= 48 * 1024
+        assert fold_shared_bytes("fold_idft", "", transform_exec.SPECTRAL_MAX_RESIDUES,
+                                 precision) <= 48 * 1024  # fmt: skip
+
+
 @pytest.mark.parametrize("precision", ["float32", "float64"])
 @pytest.mark.parametrize(("rows", "count", "columns", "taps", "hop"),
                          [(2, 37, 24, 70, 5), (1, 5, 3, 33, 1), (3, 20, 40, 31, 7),
@@ -575,9 +685,11 @@ def test_tensor_core_tiles_are_chosen_for_float32_only(monkeypatch):
 def test_cqt_and_vqt_on_the_tensor_core_tiles(monkeypatch):
     """The torch-free route with a device that has tensor cores: float32 cqt and vqt (their
     octaves' correlations, filters of several hops) on the emulated tensor-core tiles,
-    against the CPU backend in float64."""
+    against the CPU backend in float64 (the spectral path of the longest filters off, so
+    every octave takes a correlation)."""
     from specux.kernels.codegen.gather import mma_tile
 
+    monkeypatch.setattr(transform_exec, "cqt_spectral", lambda *args: None)
     monkeypatch.setattr(emulate.HostDevice, "tensor_cores", True)
     monkeypatch.delenv("SPECUX_TENSOR_CORES", raising=False)
     tiles = []

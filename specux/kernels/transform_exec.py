@@ -9,6 +9,7 @@ Every function takes buffers already allocated by the caller and launches into t
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,12 +20,19 @@ from specux.kernels.codegen.gather import (
     CORRELATE_SPLIT,
     CORRELATE_TAPS,
     CORRELATE_THREADS,
+    FOLD_BINS,
+    FOLD_LANES,
+    FOLD_RESIDUES,
+    FOLD_TERMS,
+    FOLD_THREADS,
     GATHER_THREADS,
     ROWMAX_THREADS,
     GatherSpec,
     correlate_columns,
     correlate_frames,
     correlate_shared_bytes,
+    fold_shared_bytes,
+    fold_tile,
     mma_splits,
     mma_tile,
 )
@@ -41,7 +49,9 @@ from specux.kernels.fft_exec import (
     ola_fusable,
     stft_1d,
     stft_fusable,
+    transform_1d,
 )
+from specux.kernels.plan import factorize
 from specux.meta import filters, matrices
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_n_frames
@@ -696,20 +706,226 @@ def cqt_correlate_t(backend, grad, xbar, spec: ConstantQSpec, plan, *, count: in
 
 
 def cqt_correlate(backend, padded, out, spec: ConstantQSpec, plan, *, count: int,
-                  n_frames: int, row_len: int, pad: int, precision: str) -> None:  # fmt: skip
+                  n_frames: int, row_len: int, pad: int, precision: str,
+                  spectral: int | None = None) -> None:  # fmt: skip
     """The constant-Q correlations of :func:`cqt_plan`'s octave groups: ``padded`` the
     ``count`` signals padded by ``pad`` on both sides (rows of ``row_len``), ``out``
-    ``(count, n_frames, 2 * n_bins)`` real (interleaved complex), every group's columns."""
-    for g in plan.frames:
+    ``(count, n_frames, 2 * n_bins)`` real (interleaved complex), every group's columns.
+    The leading groups (the longest filters) take the spectral path of :func:`cqt_spectral`
+    where its cost model says so (``spectral``: that many groups instead, 0 for none), the
+    rest one tiled correlation each."""
+    sc = cqt_spectral(spec, plan, n_frames, count, precision,
+                      tensor_cores(backend, precision), spectral)  # fmt: skip
+    first = 0
+    if sc is not None:
+        _cqt_fold(backend, padded, out, spec, plan, sc, count=count, n_frames=n_frames,
+                  row_len=row_len, pad=pad, precision=precision)  # fmt: skip
+        first = sc.groups
+    for g in plan.frames[first:]:
         correlate(backend, padded, out, cqt_kernel(backend, spec, precision, g), rows=count,
                   count=n_frames, columns=2 * (g.stop - g.start), taps=g.frame_length,
                   hop=spec.hop_length, row_len=row_len, start=pad + g.offset,
                   out_width=2 * spec.n_bins, column=2 * g.start, precision=precision)  # fmt: skip
 
 
+# ---------------------------------------------------------------------------------------------
+# The spectral constant-Q path
+#
+# Group g's bin b is y_b[t] = sum_j xp[pad + o_g + t hop + j] k_b[j] (the frames groups'
+# kernels). Cut the padded signal into blocks z_beta[n] = xp[s + beta T hop + n], n < F =
+# M hop (s = pad + min o_g, zeros past the end), each holding T whole frames: with
+# d_g = o_g - min o_g and span = max (d_g + taps_g), T = (F - span) // hop + 1. Then with
+# Z the block's DFT and K_b(f) = sum_j k_b[j] e^(2 pi i f (d_g + j) / F) / F,
+#     y_b[beta T + tau] = sum_f Z(f) K_b(f) e^(2 pi i f tau / M)
+#                       = sum_m e^(2 pi i m tau / M) sum_q Z(m + q M) K_b(m + q M),
+# an exact identity (no wrap-around: every frame's taps lie inside its block). Per frame and
+# bin that is 4 F hop / (F - span) real multiply-adds instead of 2 taps_g: the longest
+# filters cost ~10x less. Launches: the blocks (frame), their real FFTs (fft_exec), the
+# product folded modulo M (fold_product, a batched complex product over the hop terms of
+# each residue m) and the M-point inverse DFTs into the output (fold_idft).
+
+SPECTRAL_MAX_RESIDUES = 256  # M at most (fold_idft keeps a column's M residues in shared memory)
+_SPECTRAL_TABLE = 1 << 23  # complex elements of the kernels' spectra at most (64 MB in float32)
+_FOLD_BLOCKS = 264  # fold_product blocks to aim for (two an SM on an H200) when splitting terms
+# Relative costs of the cost model, in multiply-adds of the fold product: a direct tap on the
+# tensor cores (float32) and on the SIMT tiles, an FFT point, and a launch.
+_DIRECT_COST = {True: 1.6, False: 2.4}
+_FFT_POINT_COST = 40.0
+_LAUNCH_COST = 6.0e4
+
+
+@dataclass(frozen=True)
+class SpectralCqt:
+    """The spectral path of a constant-Q plan's leading ``groups`` frames groups: bins
+    ``0 .. bins``, blocks of ``size`` = F = ``residues`` * hop samples holding ``frames``
+    frames each."""
+
+    groups: int
+    bins: int
+    size: int
+    residues: int
+    frames: int
+
+    def blocks(self, n_frames: int) -> int:
+        return -(-n_frames // self.frames)
+
+
+def _direct_cost(g, n_frames: int, count: int, mma: bool) -> float:
+    return (_DIRECT_COST[mma] * n_frames * count * 2 * (g.stop - g.start) * g.frame_length
+            + _LAUNCH_COST)  # fmt: skip
+
+
+def _spectral_cost(sc: SpectralCqt, n_frames: int, count: int) -> float:
+    cols = count * sc.blocks(n_frames)
+    product = 4.0 * cols * sc.size * sc.bins
+    inverse = 4.0 * cols * sc.frames * sc.bins * sc.residues
+    return product + inverse + _FFT_POINT_COST * cols * sc.size + 4 * _LAUNCH_COST
+
+
+@functools.lru_cache(maxsize=256)
+def cqt_spectral(spec: ConstantQSpec, plan, n_frames: int, count: int, precision: str,
+                 mma: bool, groups: int | None = None) -> SpectralCqt | None:  # fmt: skip
+    """The spectral path for ``plan``'s leading groups that the cost model prefers to their
+    tiled correlations (``groups``: that many instead; 0 or None where none), or None. Its
+    block length is the 2/3/5/7-smooth multiple of the hop, at most
+    ``SPECTRAL_MAX_RESIDUES`` hops, that transforms the fewest samples."""
+    hop = spec.hop_length
+    frames = plan.frames
+    if groups == 0 or not frames or n_frames == 0 or count == 0:
+        return None
+    best, best_cost = None, None
+    direct = [_direct_cost(g, n_frames, count, mma) for g in frames]
+    for n in range(1, len(frames) + 1):
+        if groups is not None and n != groups:
+            continue
+        lead = frames[:n]
+        if any(b.start != a.stop for a, b in zip(lead, lead[1:])) or lead[0].start != 0:
+            break  # the spectral bins are 0 .. bins, in order
+        base = min(g.offset for g in lead)
+        span = max(g.offset - base + g.frame_length for g in lead)
+        bins = lead[-1].stop
+        low = -(-span // hop)
+        for residues in range(max(low, 2), SPECTRAL_MAX_RESIDUES + 1):
+            size = residues * hop
+            if size * bins > _SPECTRAL_TABLE:
+                break
+            if factorize(size) is None:
+                continue
+            sc = SpectralCqt(n, bins, size, residues, (size - span) // hop + 1)
+            cost = _spectral_cost(sc, n_frames, count) + sum(direct[n:])
+            if best_cost is None or cost < best_cost:
+                best, best_cost = sc, cost
+    if groups is None and best is not None and best_cost >= sum(direct):
+        return None
+    return best
+
+
+@functools.lru_cache(maxsize=8)
+def cqt_spectra(spec: ConstantQSpec, sc: SpectralCqt) -> np.ndarray:
+    """The kernels' spectra ``K_b(f)`` of ``sc``'s bins, complex128 ``[m][q][b]`` for
+    ``f = m + q * M``, from the float64 kernels (read-only, cached)."""
+    groups = cpu_cqt.kernel_plan(spec, np.float64, 1, 1, (0, 0)).frames[:sc.groups]
+    base = min(g.offset for g in groups)
+    spectra = np.zeros((sc.bins, sc.size), dtype=np.complex128)
+    for g in groups:
+        d = g.offset - base
+        placed = np.zeros((g.stop - g.start, sc.size), dtype=np.complex128)
+        placed[:, d : d + g.frame_length] = (g.kernel[:, 0::2] + 1j * g.kernel[:, 1::2]).T
+        spectra[g.start : g.stop] = np.fft.ifft(placed, axis=-1)  # sum_j k e^(+...) / F
+    table = np.ascontiguousarray(
+        spectra.reshape(sc.bins, spec.hop_length, sc.residues).transpose(2, 1, 0))
+    table.flags.writeable = False
+    return table
+
+
+def fold_option(bins: int, columns: int) -> str:
+    """The fold_product tile for ``bins`` by ``columns``: the fewest bins and columns a
+    thread (at most 6 and 5) whose lanes cover them."""
+    lanes_b, lanes_c = FOLD_LANES
+    nb = min(6, -(-bins // lanes_b))
+    nc = min(5, -(-columns // lanes_c))
+    return f"p{nb}x{nc}"
+
+
+def fold_product(backend, spectra, dst, table, *, columns: int, residues: int, bins: int,
+                 size: int, row: int, precision: str) -> int:  # fmt: skip
+    """``dst[s, m, c, b] = sum_q Z~[c, m + q M] table[m, q, b]`` (gather kind fold_product)
+    over each split's terms: ``spectra`` one-sided rows of ``row`` complex values (the
+    ``size``-point real FFTs of ``columns`` blocks), ``table`` ``[M][size / M][bins]``
+    complex. Returns the splits (the partial sums in ``dst``, which holds ``splits * M *
+    columns * bins`` complex values): enough for ``_FOLD_BLOCKS`` blocks."""
+    terms = size // residues
+    option = fold_option(bins, columns)
+    nb, nc = fold_tile(option)
+    lanes_b, lanes_c = FOLD_LANES
+    base = (-(-residues // FOLD_RESIDUES) * -(-bins // (lanes_b * nb))
+            * -(-columns // (lanes_c * nc)))  # fmt: skip
+    splits = max(1, min(-(-terms // FOLD_TERMS), -(-_FOLD_BLOCKS // base)))
+    per = -(-terms // splits)
+    per = -(-per // FOLD_TERMS) * FOLD_TERMS
+    splits = -(-terms // per)
+    args = _args(backend, spectra, dst, table, rows=columns, count=residues, size=bins,
+                 frame_len=size, hop=terms, sig_len=row, start=per, stop=splits)  # fmt: skip
+    backend.launch(GatherSpec("fold_product", precision, precision, option), base * splits,
+                   FOLD_THREADS, fold_shared_bytes("fold_product", option, residues, precision),
+                   args)  # fmt: skip
+    return splits
+
+
+def fold_idft(backend, partials, dst, roots, *, signals: int, blocks: int, n_frames: int,
+              frames: int, residues: int, bins: int, splits: int, out_width: int,
+              column: int, storage: str, precision: str) -> None:  # fmt: skip
+    """``dst[r, t, column + 2 b + (0, 1)]`` (re, im) ``= sum_m Y[c, b, m] roots[(m tau) mod
+    M]`` for block ``c = r * blocks + beta``, ``t = beta * frames + tau`` below ``n_frames``
+    (gather kind fold_idft), ``Y`` the ``splits`` partial sums of :func:`fold_product`,
+    ``roots`` the M roots ``exp(2 pi i k / M)``."""
+    args = _args(backend, partials, dst, None, roots, rows=signals, count=n_frames, size=bins,
+                 frame_len=frames, hop=residues, pad=column, sig_len=blocks, start=splits,
+                 stop=out_width)  # fmt: skip
+    backend.launch(GatherSpec("fold_idft", storage, precision),
+                   signals * blocks * -(-bins // FOLD_BINS), FOLD_THREADS,
+                   fold_shared_bytes("fold_idft", "", residues, precision), args)  # fmt: skip
+
+
+def _roots(residues: int) -> np.ndarray:
+    return np.exp(2j * np.pi * np.arange(residues) / residues)
+
+
+def _cqt_fold(backend, padded, out, spec: ConstantQSpec, plan, sc: SpectralCqt, *,
+              count: int, n_frames: int, row_len: int, pad: int,
+              precision: str) -> None:  # fmt: skip
+    hop, size = spec.hop_length, sc.size
+    blocks = sc.blocks(n_frames)
+    columns = count * blocks
+    row = size // 2 + 1
+    start = pad + min(g.offset for g in plan.frames[:sc.groups])
+    frames = backend.scratch(-(-columns * size // 2), precision)
+    frame(backend, padded, frames, rows=count, sig_len=row_len, frame_len=size,
+          hop=sc.frames * hop, pad=-start, mode="constant", count=blocks, storage=precision,
+          precision=precision)  # fmt: skip
+    spectra = backend.scratch(columns * row, precision)
+    transform_1d(backend, frames, spectra, n=size, kind="r2c", sign=-1, scale=1.0,
+                 precision=precision, batch=columns, src_storage=precision,
+                 dst_storage=precision, src_strides=Strides.along((columns, size), 1),
+                 dst_strides=Strides.along((columns, row), 1))  # fmt: skip
+    table = backend.table(("cqt spectra", spec.as_key(), sc), cqt_spectra(spec, sc), precision)
+    most = -(-hop // FOLD_TERMS)  # splits at most
+    partials = backend.scratch(most * sc.residues * columns * sc.bins, precision)
+    splits = fold_product(backend, spectra, partials, table, columns=columns,
+                          residues=sc.residues, bins=sc.bins, size=size, row=row,
+                          precision=precision)  # fmt: skip
+    roots = backend.table(("roots", sc.residues), _roots(sc.residues), precision)
+    fold_idft(backend, partials, out, roots, signals=count, blocks=blocks, n_frames=n_frames,
+              frames=sc.frames, residues=sc.residues, bins=sc.bins, splits=splits,
+              out_width=2 * spec.n_bins, column=0, storage=precision,
+              precision=precision)  # fmt: skip
+
+
 __all__ = ["BankReduce", "adjoint_fusable", "adjoint_ola_fusable", "bank", "bank_tables",
            "convert", "correlate", "correlate_option", "correlate_t", "correlate_t_option",
-           "cqt_correlate", "cqt_correlate_t", "cqt_kernel", "cqt_plan", "dense_bands",
+           "cqt_correlate", "cqt_correlate_t", "cqt_kernel", "cqt_plan", "cqt_spectra",
+           "cqt_spectral", "dense_bands", "fold_idft", "fold_option", "fold_product",
+           "SpectralCqt",
            "elementwise", "filterbank_of_spectrum", "filterbank_stft", "fold_table", "frame",
            "hop_major", "istft", "istft_fusable", "istft_overlap_add", "overlap_add",
            "overlap_save", "overlap_save_length", "overlap_save_operands", "pad_sources",

@@ -110,7 +110,8 @@ GATHER_PARAMS = (
 )
 
 KINDS = ("frame", "ola", "fold", "istft", "seam", "bank", "convert", "map", "value", "cmul",
-         "rowmax", "colnorm", "correlate", "correlate_clip", "correlate_t", "partsum")  # fmt: skip
+         "rowmax", "colnorm", "correlate", "correlate_clip", "correlate_t", "partsum",
+         "fold_product", "fold_idft")  # fmt: skip
 # dtype name -> storage type of the array kinds
 _ARRAY_TYPES = {"float16": "unsigned short", "bfloat16": "specux_b16", "float32": "float",
                 "float64": "double",
@@ -134,6 +135,8 @@ class GatherSpec:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind={self.kind!r} is not one of {KINDS}")
+        if self.kind == "fold_product":
+            fold_tile(self.option)  # raises for a malformed tile
         if self.tiled:
             correlate_tile(self.option)  # raises for a malformed tile
             if mma_tile(self.option) is not None and (self.kind, self.precision) != (
@@ -151,11 +154,13 @@ class GatherSpec:
     def block(self) -> bool:
         """A block kernel (threads of a block share memory and barriers: the tiled kinds and
         ``rowmax``) rather than one thread per output."""
-        return self.tiled or self.kind == "rowmax"
+        return self.tiled or self.kind in ("rowmax", "fold_product", "fold_idft")
 
     @property
     def threads(self) -> int:
         """Threads a block (the kernel's launch bound)."""
+        if self.kind in ("fold_product", "fold_idft"):
+            return FOLD_THREADS
         return ROWMAX_THREADS if self.kind == "rowmax" else CORRELATE_THREADS
 
 
@@ -975,6 +980,238 @@ def _partsum(spec: GatherSpec) -> str:
     ])  # fmt: skip
 
 
+# The spectral constant-Q path (transform_exec.cqt_spectral): with the one-sided spectra Z of
+# F-point blocks of the padded signal and the kernels' spectra K (F = M Q), the correlation
+# sampled every hop is an M-point inverse DFT of the spectrum product folded modulo M:
+# - fold_product: ``Y[s, m, c, b] = sum_q Z~[c, m + q M] K[m, q, b]`` over split s's terms q
+#   (``start`` of the ``hop`` = Q terms a split, ``stop`` splits), ``Z~[c, f]`` the full
+#   spectrum (``conj Z[c, F - f]`` past F / 2; rows of ``sig_len`` complex), ``K`` the table
+#   ``table_a`` ([m][q][b], complex), for ``rows`` columns c (signal blocks), ``count`` = M
+#   residues m, ``size`` bins b, ``frame_len`` = F. A block takes FOLD_RESIDUES residues and a
+#   tile of bins by columns (option ``"p<nb>x<nc>"``: each thread nb bins by nc columns of
+#   one residue); the terms are staged FOLD_TERMS at a time in shared memory.
+# - fold_idft: ``out[r, t, pad + 2 b + (0, 1)] = sum_m (sum_s Y[s, m, c, b]) W[(m tau) mod M]``
+#   (re, im) for block c = r * sig_len + beta of signal r, t = beta * frame_len + tau below
+#   ``count`` frames, ``W = table_b`` (M complex roots exp(2 pi i k / M), ``hop`` = M),
+#   ``start`` splits, rows of ``stop`` real outputs. A block takes one column and 8 bins.
+# Both sum in a fixed order: the same bits on every run.
+FOLD_THREADS = 256
+FOLD_RESIDUES = 2  # residues a fold_product block: FOLD_THREADS / FOLD_RESIDUES threads each
+FOLD_LANES = (8, 16)  # a residue's threads: bin lanes by column lanes
+FOLD_TERMS = 16  # terms staged a step in float32 (half as many in float64)
+FOLD_BINS = 8  # bins a fold_idft block
+
+
+def fold_tile(option: str) -> tuple[int, int]:
+    """(nb, nc) of a ``fold_product`` option ``"p<nb>x<nc>"``: a thread's bins and columns
+    of one residue; a block's tile is ``8 nb`` bins by ``16 nc`` columns."""
+    match = re.fullmatch(r"p([1-6])x([1-5])", option)
+    if match is None:
+        raise ValueError(f"fold_product option={option!r} is not 'p<1..6>x<1..5>'")
+    return int(match.group(1)), int(match.group(2))
+
+
+def fold_terms(precision: str) -> int:
+    """Terms a fold_product block stages a step (its shared memory stays under 48 KiB)."""
+    return FOLD_TERMS // 2 if precision == "float64" else FOLD_TERMS
+
+
+def fold_shared_bytes(kind: str, option: str, residues: int, precision: str) -> int:
+    """Dynamic shared memory of a fold block: the staged kernel and spectrum terms
+    (fold_product), or a column's residues for 8 bins and the M roots (fold_idft)."""
+    complex_size = 16 if precision == "float64" else 8
+    if kind == "fold_product":
+        nb, nc = fold_tile(option)
+        lanes_b, lanes_c = FOLD_LANES
+        terms = fold_terms(precision)
+        return FOLD_RESIDUES * terms * (lanes_b * nb + lanes_c * nc) * complex_size
+    return residues * (FOLD_BINS + 1) * complex_size
+
+
+def _fold_product(spec: GatherSpec, barrier: str) -> str:
+    """The ``fold_product`` kind: each step's terms are staged in shared memory from
+    registers loaded during the step before (the loads of step q + 1 overlap the products
+    of step q)."""
+    nb, nc = fold_tile(spec.option)
+    lanes_b, lanes_c = FOLD_LANES
+    bt, ct, qc, res = lanes_b * nb, lanes_c * nc, fold_terms(spec.precision), FOLD_RESIDUES
+    per, threads = FOLD_THREADS // res, FOLD_THREADS
+    n_k, n_z = -(-res * qc * bt // threads), -(-res * qc * ct // threads)
+
+    def fetch(step: str, indent: str) -> list[str]:
+        """Step ``step``'s kernel terms into ``pk``, its spectrum terms into ``pz``."""
+        return [indent + line for line in [
+            "#pragma unroll",
+            f"for (int s = 0; s < {n_k}; ++s) {{",
+            f"    const int e = tid + s * {threads};",
+            f"    const long long m = m0 + e / {qc * bt}, q = {step} + e / {bt} % {qc};",
+            f"    const long long b = b0 + e % {bt};",
+            f"    const bool ok = e < {res * qc * bt} && m < count && q < q_hi && b < size;",
+            "    const long long i = ok ? (m * hop + q) * size + b : 0;",
+            "    pk[2 * s] = ok ? kt[2 * i] : (real_t)0;",
+            "    pk[2 * s + 1] = ok ? kt[2 * i + 1] : (real_t)0;",
+            "}",
+            "#pragma unroll",
+            f"for (int s = 0; s < {n_z}; ++s) {{",
+            f"    const int e = tid + s * {threads};",
+            f"    const int r = e % {res}, k = e / {res} % {ct}, j = e / {res * ct};",
+            f"    const long long m = m0 + r, q = {step} + j, c = c0 + k;",
+            f"    const bool ok = e < {res * qc * ct} && m < count && q < q_hi && c < rows;",
+            "    const long long f = m + q * count;",
+            "    const bool mirror = f > half;",
+            "    const long long i = ok ? c * sig_len + (mirror ? frame_len - f : f) : 0;",
+            "    pz[2 * s] = ok ? z[2 * i] : (real_t)0;",
+            "    const real_t im = ok ? z[2 * i + 1] : (real_t)0;",
+            "    pz[2 * s + 1] = mirror ? -im : im;",
+            "}",
+        ]]  # fmt: skip
+
+    return "\n".join([
+        f"    const long long BT = {bt}, CT = {ct};",
+        f"    const long long n_mp = (count + {res - 1}) / {res};",
+        "    const long long n_bt = (size + BT - 1) / BT, n_ct = (rows + CT - 1) / CT;",
+        "    const long long mp = block % n_mp, bt = block / n_mp % n_bt;",
+        "    const long long ct = block / (n_mp * n_bt) % n_ct;",
+        "    const long long split = block / (n_mp * n_bt * n_ct);",
+        f"    const long long m0 = mp * {res}, b0 = bt * BT, c0 = ct * CT;",
+        "    const long long q_lo = split * start;",
+        "    const long long q_hi = hop - q_lo < start ? hop : q_lo + start;",
+        f"    const int mi = tid / {per}, lb = tid % {per} % {lanes_b};",
+        f"    const int lc = tid % {per} / {lanes_b};",
+        "    const long long half = frame_len / 2;",
+        "    const real_t* z = (const real_t*)in_ptr;",
+        "    const real_t* kt = (const real_t*)table_a;",
+        "    real_t* ks = (real_t*)specux_shared;  // [residue][term][bin] complex",
+        f"    real_t* zs = ks + {2 * res * qc * bt};  // [residue][term][column] complex",
+        f"    real_t ar[{nb}][{nc}], ai[{nb}][{nc}];",
+        "    #pragma unroll",
+        f"    for (int i = 0; i < {nb}; ++i)",
+        "        #pragma unroll",
+        f"        for (int k = 0; k < {nc}; ++k) ar[i][k] = ai[i][k] = (real_t)0;",
+        f"    for (long long q0 = q_lo; q0 < q_hi; q0 += {qc}) {{",
+        f"        real_t pk[{2 * n_k}], pz[{2 * n_z}];",
+        *fetch("q0", "        "),
+        "        #pragma unroll",
+        f"        for (int s = 0; s < {n_k}; ++s) {{",
+        f"            const int e = tid + s * {threads};",
+        f"            if (e >= {res * qc * bt}) continue;",
+        "            ks[2 * e] = pk[2 * s];",
+        "            ks[2 * e + 1] = pk[2 * s + 1];",
+        "        }",
+        "        #pragma unroll",
+        f"        for (int s = 0; s < {n_z}; ++s) {{",
+        f"            const int e = tid + s * {threads};",
+        f"            if (e >= {res * qc * ct}) continue;",
+        f"            const int slot = (e % {res} * {qc} + e / {res * ct}) * {ct}"
+        f" + e / {res} % {ct};",
+        "            zs[2 * slot] = pz[2 * s];",
+        "            zs[2 * slot + 1] = pz[2 * s + 1];",
+        "        }",
+        f"        {barrier}",
+        "        #pragma unroll 1",
+        f"        for (int j = 0; j < {qc}; ++j) {{  // not unrolled: registers",
+        f"            const real_t* ka = ks + 2 * ((mi * {qc} + j) * {bt} + lb);",
+        f"            const real_t* za = zs + 2 * ((mi * {qc} + j) * {ct} + lc);",
+        f"            real_t kr[{nb}], ki[{nb}], zr[{nc}], zi[{nc}];",
+        "            #pragma unroll",
+        f"            for (int i = 0; i < {nb}; ++i) {{ kr[i] = ka[{2 * lanes_b} * i];"
+        f" ki[i] = ka[{2 * lanes_b} * i + 1]; }}",
+        "            #pragma unroll",
+        f"            for (int k = 0; k < {nc}; ++k) {{ zr[k] = za[{2 * lanes_c} * k];"
+        f" zi[k] = za[{2 * lanes_c} * k + 1]; }}",
+        "            #pragma unroll",
+        f"            for (int i = 0; i < {nb}; ++i)",
+        "                #pragma unroll",
+        f"                for (int k = 0; k < {nc}; ++k) {{",
+        "                    ar[i][k] += kr[i] * zr[k];  // four fused multiply-adds",
+        "                    ar[i][k] -= ki[i] * zi[k];",
+        "                    ai[i][k] += kr[i] * zi[k];",
+        "                    ai[i][k] += ki[i] * zr[k];",
+        "                }",
+        "        }",
+        f"        {barrier}",
+        "    }",
+        "    const long long m = m0 + mi;",
+        "    if (m >= count) return;",
+        "    real_t* y = (real_t*)out_ptr;",
+        "    #pragma unroll",
+        f"    for (int i = 0; i < {nb}; ++i)",
+        "        #pragma unroll",
+        f"        for (int k = 0; k < {nc}; ++k) {{",
+        f"            const long long b = b0 + lb + {lanes_b} * i, c = c0 + lc + {lanes_c} * k;",
+        "            if (b >= size || c >= rows) continue;",
+        "            const long long o = ((split * count + m) * rows + c) * size + b;",
+        "            y[2 * o] = ar[i][k];",
+        "            y[2 * o + 1] = ai[i][k];",
+        "        }",
+    ])  # fmt: skip
+
+
+FOLD_OUTPUTS = 4  # consecutive frames a fold_idft thread sums (four independent chains)
+
+
+def _fold_idft(barrier: str) -> str:
+    w, per = FOLD_BINS, FOLD_OUTPUTS
+    return "\n".join([
+        f"    const long long n_bc = (size + {w - 1}) / {w};",
+        f"    const long long c = block / n_bc, b0 = block % n_bc * {w};",
+        "    const long long n_cols = rows * sig_len;",
+        "    const long long r = c / sig_len, beta = c % sig_len;",
+        "    const int M = (int)hop;",
+        "    const real_t* y = (const real_t*)in_ptr;",
+        "    real_t* ys = (real_t*)specux_shared;  // [residue][bin] complex",
+        f"    real_t* ws = ys + 2 * M * {w};  // the M roots",
+        f"    for (int e = tid; e < M * {w}; e += {FOLD_THREADS}) {{",
+        f"        const int m = e / {w};",
+        f"        const long long b = b0 + e % {w};",
+        "        real_t re = (real_t)0, im = (real_t)0;",
+        "        if (b < size)",
+        "            for (long long s = 0; s < start; ++s) {",
+        "                const long long i = ((s * M + m) * n_cols + c) * size + b;",
+        "                re += y[2 * i];",
+        "                im += y[2 * i + 1];",
+        "            }",
+        "        ys[2 * e] = re;",
+        "        ys[2 * e + 1] = im;",
+        "    }",
+        f"    for (int e = tid; e < 2 * M; e += {FOLD_THREADS})",
+        "        ws[e] = ((const real_t*)table_b)[e];",
+        f"    {barrier}",
+        "    storage_t* out = (storage_t*)out_ptr;",
+        f"    const int groups = ((int)frame_len + {per - 1}) / {per};",
+        f"    for (int e = tid; e < groups * {w}; e += {FOLD_THREADS}) {{",
+        f"        const int tau0 = e / {w} * {per}, bb = e % {w};",
+        "        const long long b = b0 + bb;",
+        "        if (b >= size) continue;",
+        f"        real_t re[{per}], im[{per}];",
+        f"        int k[{per}];  // (m tau) mod M",
+        "        #pragma unroll",
+        f"        for (int j = 0; j < {per}; ++j) {{ re[j] = im[j] = (real_t)0; k[j] = 0; }}",
+        "        for (int m = 0; m < M; ++m) {",
+        f"            const real_t yr = ys[2 * (m * {w} + bb)], yi = ys[2 * (m * {w} + bb) + 1];",
+        "            #pragma unroll",
+        f"            for (int j = 0; j < {per}; ++j) {{",
+        "                const real_t wr = ws[2 * k[j]], wi = ws[2 * k[j] + 1];",
+        "                re[j] += yr * wr;  // four fused multiply-adds",
+        "                re[j] -= yi * wi;",
+        "                im[j] += yr * wi;",
+        "                im[j] += yi * wr;",
+        "                k[j] += tau0 + j;",
+        "                if (k[j] >= M) k[j] -= M;",
+        "            }",
+        "        }",
+        "        #pragma unroll",
+        f"        for (int j = 0; j < {per}; ++j) {{",
+        "            const long long t = beta * frame_len + tau0 + j;",
+        "            if (tau0 + j >= frame_len || t >= count) continue;",
+        "            const long long o = (r * count + t) * stop + pad + 2 * b;",
+        "            put(&out[o], re[j]);",
+        "            put(&out[o + 1], im[j]);",
+        "        }",
+        "    }",
+    ])  # fmt: skip
+
+
 _COMPLEX_OF = {"float16": "specux_c16", "float32": "specux_c32", "float64": "specux_c64"}
 _ARRAY_BODIES = {"convert": _convert, "map": _map, "value": _value, "cmul": _cmul,
                  "colnorm": _colnorm, "partsum": _partsum}  # fmt: skip
@@ -990,6 +1227,10 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
     if spec.block:
         if spec.kind == "rowmax":
             body = _rowmax(dialect.barrier)
+        elif spec.kind == "fold_product":
+            body = _fold_product(spec, dialect.barrier)
+        elif spec.kind == "fold_idft":
+            body = _fold_idft(dialect.barrier)
         else:
             body = (_tiled_mma if mma else _tiled)(spec, dialect.barrier)
         open_, close = dialect.block_open, dialect.block_close
@@ -1002,7 +1243,8 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
         f"typedef {_REAL[spec.precision]} real_t;",
         _types(dialect.function),  # to_real / put for every storage, as the FFT kernels use
         f"typedef {_REAL_STORAGE[spec.storage]} storage_t;",
-        open_.format(name=GATHER_NAME, params=params, threads=spec.threads, min_blocks=""),
+        open_.format(name=GATHER_NAME, params=params, threads=spec.threads,
+                     min_blocks=""),
         body,
         close.format(name=GATHER_NAME, params=params, args=args),
     ]
@@ -1014,5 +1256,7 @@ __all__ = ["CORRELATE_LANES", "CORRELATE_SPLIT", "CORRELATE_TAPS", "CORRELATE_TH
            "TILED_KINDS",
            "GatherSpec",
            "correlate_columns", "correlate_frames", "correlate_shared_bytes", "correlate_tile",
+           "FOLD_BINS", "FOLD_LANES", "FOLD_OUTPUTS", "FOLD_RESIDUES", "FOLD_TERMS", "FOLD_THREADS",
+           "fold_shared_bytes", "fold_terms", "fold_tile",
            "MMA_CAPABILITY", "MMA_WINDOW", "mma_splits", "mma_tile",
            "render_gather"]  # fmt: skip

@@ -15,7 +15,9 @@ torch's current stream, buffers from torch's caching allocator.
   overlap-add weighting the frames by the window.
 - cqt / cqt_adjoint: the CPU backend's exact octave kernels, one tiled correlation kernel
   (its transpose for the adjoint) per octave group over the padded signal (padded by the
-  frame kernel; the adjoint's padding folded by the overlap-add gather). No cuBLAS.
+  frame kernel; the adjoint's padding folded by the overlap-add gather), the lowest octaves
+  of the forward as the spectral identity of transform_exec.cqt_spectral where its cost
+  model prefers it. No cuBLAS.
 - fftconvolve: real float32 / float64 operands whose shorter one is at most half a block FFT
   and whose output is longer than a block run by overlap-save (transform_exec.overlap_save:
   the shorter one's spectra by the stft kernel, then one kernel a frame of the longer one --
@@ -447,8 +449,9 @@ def bank_spectrogram(x, window, p: StftParams, power: float, bank, bank_spec: st
 def cqt(x: torch.Tensor, spec: ConstantQSpec, pad_mode: str, output: str, eps: float):
     """``(..., L)`` real -> ``(..., n_bins, n_frames)``: the CPU backend's definition (exact
     correlation with librosa's filters, no decimation), one tiled correlation kernel per
-    octave group over the padded signal (the torch-free route's launches, so both routes
-    give the same bits)."""
+    octave group over the padded signal, the lowest octaves by the exact spectral identity
+    where it is cheaper (transform_exec.cqt_correlate: the torch-free route's launches, so
+    both routes give the same bits)."""
     _, precision = _storage(x)
     x = _dense(x).to(_dtype(precision))
     *batch, length = x.shape
