@@ -404,10 +404,18 @@ def test_cqt_spectral_cost_model():
     assert (sc.frames - 1) * 512 + span <= sc.size < sc.frames * 512 + span
     assert factorize(sc.size) is not None and sc.residues <= transform_exec.SPECTRAL_MAX_RESIDUES
     assert transform_exec.cqt_spectral(spec, plan, n_frames, 16, "float32", True, 0) is None
+    # its scratch (blocks, spectra, partial sums) is bounded: larger batches stay direct
+    assert transform_exec._spectral_scratch(sc, n_frames, 16, 512, "float32") < 64 << 20
+    plan, n_frames, _ = transform_exec.cqt_plan(spec, "float32", 220500, 1000)
+    assert transform_exec.cqt_spectral(spec, plan, n_frames, 1000, "float32", True) is None
     short = cqt_spec(sr=22050, hop_length=512, fmin=1000.0, n_bins=24)
     plan, n_frames, _ = transform_exec.cqt_plan(short, "float32", 220500, 16)
     assert max(g.frame_length for g in plan.frames) <= 512
     assert transform_exec.cqt_spectral(short, plan, n_frames, 16, "float32", True) is None
+    # a span of more than SPECTRAL_MAX_RESIDUES hops: no block length
+    tiny = cqt_spec(sr=8000, hop_length=1, fmin=200.0, n_bins=30)
+    plan, n_frames, _ = transform_exec.cqt_plan(tiny, "float64", 1000, 1)
+    assert transform_exec.cqt_spectral(tiny, plan, n_frames, 1, "float64", False, 1) is None
 
 
 def test_cqt_spectra_table_is_the_kernels_dft():

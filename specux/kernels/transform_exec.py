@@ -20,7 +20,6 @@ from specux.kernels.codegen.gather import (
     CORRELATE_SPLIT,
     CORRELATE_TAPS,
     CORRELATE_THREADS,
-    FOLD_BINS,
     FOLD_LANES,
     FOLD_RESIDUES,
     FOLD_TERMS,
@@ -31,6 +30,7 @@ from specux.kernels.codegen.gather import (
     correlate_columns,
     correlate_frames,
     correlate_shared_bytes,
+    fold_bins,
     fold_shared_bytes,
     fold_tile,
     mma_splits,
@@ -746,7 +746,10 @@ def cqt_correlate(backend, padded, out, spec: ConstantQSpec, plan, *, count: int
 
 SPECTRAL_MAX_RESIDUES = 256  # M at most (fold_idft keeps a column's M residues in shared memory)
 _SPECTRAL_TABLE = 1 << 23  # complex elements of the kernels' spectra at most (64 MB in float32)
-_FOLD_BLOCKS = 264  # fold_product blocks to aim for (two an SM on an H200) when splitting terms
+# scratch bytes of the path at most (the blocks, their spectra and the partial sums): larger
+# batches keep the correlations, which need none beyond their partial sums
+_SPECTRAL_SCRATCH = 1 << 29
+_FOLD_BLOCKS = 264  # fold_product blocks at most when splitting terms (two waves of one an SM)
 # Relative costs of the cost model, in multiply-adds of the fold product: a direct tap on the
 # tensor cores (float32) and on the SIMT tiles, an FFT point, and a launch.
 _DIRECT_COST = {True: 1.6, False: 2.4}
@@ -812,6 +815,8 @@ def cqt_spectral(spec: ConstantQSpec, plan, n_frames: int, count: int, precision
             if factorize(size) is None:
                 continue
             sc = SpectralCqt(n, bins, size, residues, (size - span) // hop + 1)
+            if _spectral_scratch(sc, n_frames, count, hop, precision) > _SPECTRAL_SCRATCH:
+                continue
             cost = _spectral_cost(sc, n_frames, count) + sum(direct[n:])
             if best_cost is None or cost < best_cost:
                 best, best_cost = sc, cost
@@ -820,7 +825,16 @@ def cqt_spectral(spec: ConstantQSpec, plan, n_frames: int, count: int, precision
     return best
 
 
-@functools.lru_cache(maxsize=8)
+def _spectral_scratch(sc: SpectralCqt, n_frames: int, count: int, hop: int,
+                      precision: str) -> int:  # fmt: skip
+    columns = count * sc.blocks(n_frames)
+    real = 8 if precision == "float64" else 4
+    splits = fold_splits(sc.residues, sc.bins, columns, hop)[1]
+    return real * columns * (sc.size + 2 * (sc.size // 2 + 1)
+                             + 2 * splits * sc.residues * sc.bins)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=2)
 def cqt_spectra(spec: ConstantQSpec, sc: SpectralCqt) -> np.ndarray:
     """The kernels' spectra ``K_b(f)`` of ``sc``'s bins, complex128 ``[m][q][b]`` for
     ``f = m + q * M``, from the float64 kernels (read-only, cached)."""
@@ -847,26 +861,36 @@ def fold_option(bins: int, columns: int) -> str:
     return f"p{nb}x{nc}"
 
 
+def fold_splits(residues: int, bins: int, columns: int, terms: int) -> tuple[int, int]:
+    """(terms a split, splits) of a fold_product launch: enough splits of the ``terms`` for
+    ``_FOLD_BLOCKS`` blocks, each a multiple of FOLD_TERMS terms."""
+    nb, nc = fold_tile(fold_option(bins, columns))
+    lanes_b, lanes_c = FOLD_LANES
+    base = (-(-residues // FOLD_RESIDUES) * -(-bins // (lanes_b * nb))
+            * -(-columns // (lanes_c * nc)))  # fmt: skip
+    splits = max(1, min(-(-terms // FOLD_TERMS), _FOLD_BLOCKS // base))
+    per = -(-terms // splits)
+    per = -(-per // FOLD_TERMS) * FOLD_TERMS
+    return per, -(-terms // per)
+
+
 def fold_product(backend, spectra, dst, table, *, columns: int, residues: int, bins: int,
                  size: int, row: int, precision: str) -> int:  # fmt: skip
     """``dst[s, m, c, b] = sum_q Z~[c, m + q M] table[m, q, b]`` (gather kind fold_product)
     over each split's terms: ``spectra`` one-sided rows of ``row`` complex values (the
     ``size``-point real FFTs of ``columns`` blocks), ``table`` ``[M][size / M][bins]``
-    complex. Returns the splits (the partial sums in ``dst``, which holds ``splits * M *
-    columns * bins`` complex values): enough for ``_FOLD_BLOCKS`` blocks."""
+    complex, ``dst`` the :func:`fold_splits` partial sums (``splits * M * columns * bins``
+    complex values). Returns the splits."""
     terms = size // residues
     option = fold_option(bins, columns)
     nb, nc = fold_tile(option)
     lanes_b, lanes_c = FOLD_LANES
-    base = (-(-residues // FOLD_RESIDUES) * -(-bins // (lanes_b * nb))
-            * -(-columns // (lanes_c * nc)))  # fmt: skip
-    splits = max(1, min(-(-terms // FOLD_TERMS), -(-_FOLD_BLOCKS // base)))
-    per = -(-terms // splits)
-    per = -(-per // FOLD_TERMS) * FOLD_TERMS
-    splits = -(-terms // per)
+    per, splits = fold_splits(residues, bins, columns, terms)
+    blocks = (-(-residues // FOLD_RESIDUES) * -(-bins // (lanes_b * nb))
+              * -(-columns // (lanes_c * nc)) * splits)  # fmt: skip
     args = _args(backend, spectra, dst, table, rows=columns, count=residues, size=bins,
                  frame_len=size, hop=terms, sig_len=row, start=per, stop=splits)  # fmt: skip
-    backend.launch(GatherSpec("fold_product", precision, precision, option), base * splits,
+    backend.launch(GatherSpec("fold_product", precision, precision, option), blocks,
                    FOLD_THREADS, fold_shared_bytes("fold_product", option, residues, precision),
                    args)  # fmt: skip
     return splits
@@ -883,7 +907,7 @@ def fold_idft(backend, partials, dst, roots, *, signals: int, blocks: int, n_fra
                  frame_len=frames, hop=residues, pad=column, sig_len=blocks, start=splits,
                  stop=out_width)  # fmt: skip
     backend.launch(GatherSpec("fold_idft", storage, precision),
-                   signals * blocks * -(-bins // FOLD_BINS), FOLD_THREADS,
+                   signals * blocks * -(-bins // fold_bins(precision)), FOLD_THREADS,
                    fold_shared_bytes("fold_idft", "", residues, precision), args)  # fmt: skip
 
 
@@ -909,8 +933,8 @@ def _cqt_fold(backend, padded, out, spec: ConstantQSpec, plan, sc: SpectralCqt, 
                  dst_storage=precision, src_strides=Strides.along((columns, size), 1),
                  dst_strides=Strides.along((columns, row), 1))  # fmt: skip
     table = backend.table(("cqt spectra", spec.as_key(), sc), cqt_spectra(spec, sc), precision)
-    most = -(-hop // FOLD_TERMS)  # splits at most
-    partials = backend.scratch(most * sc.residues * columns * sc.bins, precision)
+    splits = fold_splits(sc.residues, sc.bins, columns, hop)[1]
+    partials = backend.scratch(splits * sc.residues * columns * sc.bins, precision)
     splits = fold_product(backend, spectra, partials, table, columns=columns,
                           residues=sc.residues, bins=sc.bins, size=size, row=row,
                           precision=precision)  # fmt: skip
@@ -925,6 +949,7 @@ __all__ = ["BankReduce", "adjoint_fusable", "adjoint_ola_fusable", "bank", "bank
            "convert", "correlate", "correlate_option", "correlate_t", "correlate_t_option",
            "cqt_correlate", "cqt_correlate_t", "cqt_kernel", "cqt_plan", "cqt_spectra",
            "cqt_spectral", "dense_bands", "fold_idft", "fold_option", "fold_product",
+           "fold_splits",
            "SpectralCqt",
            "elementwise", "filterbank_of_spectrum", "filterbank_stft", "fold_table", "frame",
            "hop_major", "istft", "istft_fusable", "istft_overlap_add", "overlap_add",

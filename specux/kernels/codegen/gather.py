@@ -999,7 +999,7 @@ FOLD_THREADS = 256
 FOLD_RESIDUES = 2  # residues a fold_product block: FOLD_THREADS / FOLD_RESIDUES threads each
 FOLD_LANES = (8, 16)  # a residue's threads: bin lanes by column lanes
 FOLD_TERMS = 16  # terms staged a step in float32 (half as many in float64)
-FOLD_BINS = 8  # bins a fold_idft block
+FOLD_BINS = 8  # bins a fold_idft block in float32 (half as many in float64)
 
 
 def fold_tile(option: str) -> tuple[int, int]:
@@ -1011,6 +1011,11 @@ def fold_tile(option: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
+def fold_bins(precision: str) -> int:
+    """Bins a fold_idft block transforms (its shared memory stays under 48 KiB)."""
+    return FOLD_BINS // 2 if precision == "float64" else FOLD_BINS
+
+
 def fold_terms(precision: str) -> int:
     """Terms a fold_product block stages a step (its shared memory stays under 48 KiB)."""
     return FOLD_TERMS // 2 if precision == "float64" else FOLD_TERMS
@@ -1018,14 +1023,15 @@ def fold_terms(precision: str) -> int:
 
 def fold_shared_bytes(kind: str, option: str, residues: int, precision: str) -> int:
     """Dynamic shared memory of a fold block: the staged kernel and spectrum terms
-    (fold_product), or a column's residues for 8 bins and the M roots (fold_idft)."""
+    (fold_product), or a column's residues for :func:`fold_bins` bins, their first-stage
+    sums and the M roots (fold_idft)."""
     complex_size = 16 if precision == "float64" else 8
     if kind == "fold_product":
         nb, nc = fold_tile(option)
         lanes_b, lanes_c = FOLD_LANES
         terms = fold_terms(precision)
         return FOLD_RESIDUES * terms * (lanes_b * nb + lanes_c * nc) * complex_size
-    return residues * (FOLD_BINS + 1) * complex_size
+    return residues * (2 * fold_bins(precision) + 1) * complex_size
 
 
 def _fold_product(spec: GatherSpec, barrier: str) -> str:
@@ -1150,17 +1156,26 @@ def _fold_product(spec: GatherSpec, barrier: str) -> str:
 FOLD_OUTPUTS = 4  # consecutive frames a fold_idft thread sums (four independent chains)
 
 
-def _fold_idft(barrier: str) -> str:
-    w, per = FOLD_BINS, FOLD_OUTPUTS
+def _fold_idft(spec: GatherSpec, barrier: str) -> str:
+    """The ``fold_idft`` kind: the M-point inverse DFT in two stages, M = M1 M2 (M1 the
+    largest divisor of M up to its square root): ``S[m1, r] = sum_m2 Y[m1 + M1 m2]
+    W^(M1 m2 r)`` for r < M2, then ``y[tau] = sum_m1 W^(m1 tau) S[m1, tau mod M2]`` -- M (M2
+    + T / M2) products a bin instead of M T (W^(M1 M2 tau) = 1). A prime M is one stage."""
+    w, per = fold_bins(spec.precision), FOLD_OUTPUTS
     return "\n".join([
         f"    const long long n_bc = (size + {w - 1}) / {w};",
         f"    const long long c = block / n_bc, b0 = block % n_bc * {w};",
         "    const long long n_cols = rows * sig_len;",
         "    const long long r = c / sig_len, beta = c % sig_len;",
         "    const int M = (int)hop;",
+        "    int M1 = 1;",
+        "    for (int d = 2; d * d <= M; ++d)",
+        "        if (M % d == 0) M1 = d;",
+        "    const int M2 = M / M1;",
         "    const real_t* y = (const real_t*)in_ptr;",
         "    real_t* ys = (real_t*)specux_shared;  // [residue][bin] complex",
-        f"    real_t* ws = ys + 2 * M * {w};  // the M roots",
+        f"    real_t* ss = ys + 2 * M * {w};  // [m1][r][bin] complex: the first stage",
+        f"    real_t* ws = ss + 2 * M * {w};  // the M roots",
         f"    for (int e = tid; e < M * {w}; e += {FOLD_THREADS}) {{",
         f"        const int m = e / {w};",
         f"        const long long b = b0 + e % {w};",
@@ -1177,6 +1192,26 @@ def _fold_idft(barrier: str) -> str:
         f"    for (int e = tid; e < 2 * M; e += {FOLD_THREADS})",
         "        ws[e] = ((const real_t*)table_b)[e];",
         f"    {barrier}",
+        f"    for (int e = tid; e < M * {w}; e += {FOLD_THREADS}) {{  // e = (m1 M2 + q) w + bb",
+        f"        const int bb = e % {w}, q = e / {w} % M2, m1 = e / {w} / M2;",
+        "        const int step = M1 * q % M;  // W^(M1 m2 q): k advances by M1 q a term",
+        "        real_t re = (real_t)0, im = (real_t)0;",
+        "        int k = 0;",
+        "        for (int m2 = 0; m2 < M2; ++m2) {",
+        f"            const int i = (m1 + M1 * m2) * {w} + bb;",
+        "            const real_t yr = ys[2 * i], yi = ys[2 * i + 1];",
+        "            const real_t wr = ws[2 * k], wi = ws[2 * k + 1];",
+        "            re += yr * wr;  // four fused multiply-adds",
+        "            re -= yi * wi;",
+        "            im += yr * wi;",
+        "            im += yi * wr;",
+        "            k += step;",
+        "            if (k >= M) k -= M;",
+        "        }",
+        "        ss[2 * e] = re;",
+        "        ss[2 * e + 1] = im;",
+        "    }",
+        f"    {barrier}",
         "    storage_t* out = (storage_t*)out_ptr;",
         f"    const int groups = ((int)frame_len + {per - 1}) / {per};",
         f"    for (int e = tid; e < groups * {w}; e += {FOLD_THREADS}) {{",
@@ -1184,18 +1219,23 @@ def _fold_idft(barrier: str) -> str:
         "        const long long b = b0 + bb;",
         "        if (b >= size) continue;",
         f"        real_t re[{per}], im[{per}];",
-        f"        int k[{per}];  // (m tau) mod M",
+        f"        int k[{per}], q[{per}];  // (m1 tau) mod M, tau mod M2",
         "        #pragma unroll",
-        f"        for (int j = 0; j < {per}; ++j) {{ re[j] = im[j] = (real_t)0; k[j] = 0; }}",
-        "        for (int m = 0; m < M; ++m) {",
-        f"            const real_t yr = ys[2 * (m * {w} + bb)], yi = ys[2 * (m * {w} + bb) + 1];",
+        f"        for (int j = 0; j < {per}; ++j) {{",
+        "            re[j] = im[j] = (real_t)0;",
+        "            k[j] = 0;",
+        "            q[j] = (tau0 + j) % M2;",
+        "        }",
+        "        for (int m1 = 0; m1 < M1; ++m1) {",
         "            #pragma unroll",
         f"            for (int j = 0; j < {per}; ++j) {{",
+        f"                const int i = (m1 * M2 + q[j]) * {w} + bb;",
+        "                const real_t sr = ss[2 * i], si = ss[2 * i + 1];",
         "                const real_t wr = ws[2 * k[j]], wi = ws[2 * k[j] + 1];",
-        "                re[j] += yr * wr;  // four fused multiply-adds",
-        "                re[j] -= yi * wi;",
-        "                im[j] += yr * wi;",
-        "                im[j] += yi * wr;",
+        "                re[j] += sr * wr;",
+        "                re[j] -= si * wi;",
+        "                im[j] += sr * wi;",
+        "                im[j] += si * wr;",
         "                k[j] += tau0 + j;",
         "                if (k[j] >= M) k[j] -= M;",
         "            }",
@@ -1230,7 +1270,7 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
         elif spec.kind == "fold_product":
             body = _fold_product(spec, dialect.barrier)
         elif spec.kind == "fold_idft":
-            body = _fold_idft(dialect.barrier)
+            body = _fold_idft(spec, dialect.barrier)
         else:
             body = (_tiled_mma if mma else _tiled)(spec, dialect.barrier)
         open_, close = dialect.block_open, dialect.block_close
@@ -1243,8 +1283,7 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
         f"typedef {_REAL[spec.precision]} real_t;",
         _types(dialect.function),  # to_real / put for every storage, as the FFT kernels use
         f"typedef {_REAL_STORAGE[spec.storage]} storage_t;",
-        open_.format(name=GATHER_NAME, params=params, threads=spec.threads,
-                     min_blocks=""),
+        open_.format(name=GATHER_NAME, params=params, threads=spec.threads, min_blocks=""),
         body,
         close.format(name=GATHER_NAME, params=params, args=args),
     ]
@@ -1257,6 +1296,6 @@ __all__ = ["CORRELATE_LANES", "CORRELATE_SPLIT", "CORRELATE_TAPS", "CORRELATE_TH
            "GatherSpec",
            "correlate_columns", "correlate_frames", "correlate_shared_bytes", "correlate_tile",
            "FOLD_BINS", "FOLD_LANES", "FOLD_OUTPUTS", "FOLD_RESIDUES", "FOLD_TERMS", "FOLD_THREADS",
-           "fold_shared_bytes", "fold_terms", "fold_tile",
+           "fold_bins", "fold_shared_bytes", "fold_terms", "fold_tile",
            "MMA_CAPABILITY", "MMA_WINDOW", "mma_splits", "mma_tile",
            "render_gather"]  # fmt: skip
