@@ -24,6 +24,7 @@ from specux.kernels.codegen.gather import (
     FOLD_RESIDUES,
     FOLD_TERMS,
     FOLD_THREADS,
+    FRAME_OUTPUTS,
     GATHER_THREADS,
     ROWMAX_THREADS,
     GatherSpec,
@@ -115,7 +116,7 @@ def frame(backend, src, dst, *, rows: int, sig_len: int, frame_len: int, hop: in
     spec = GatherSpec("frame", storage, precision, kind)
     args = _args(backend, src, dst, table, rows=rows, count=count, frame_len=frame_len, hop=hop,
                  pad=pad, sig_len=sig_len)  # fmt: skip
-    _launch(backend, spec, rows * count * frame_len, args)
+    _launch(backend, spec, rows * count * -(-frame_len // FRAME_OUTPUTS), args)
 
 
 def folds(pad: int, mode: str) -> bool:

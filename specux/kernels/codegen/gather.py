@@ -186,6 +186,7 @@ def _ola_sum(weighted: bool) -> str:
     }};"""
 
 
+FRAME_OUTPUTS = 4  # consecutive samples of a frame a ``frame`` thread copies
 SEAM_POSITIONS = 4  # a thread's positions in the seam kind's option "x4"
 SEAM_VECTORS = True  # whether "x4" stores aligned positions as one vector (tests turn it off)
 
@@ -283,27 +284,31 @@ def _seam(spec: GatherSpec) -> str:
 
 def _body(spec: GatherSpec) -> str:
     kind = spec.kind
-    if kind == "frame":
+    if kind == "frame":  # FRAME_OUTPUTS consecutive samples of a frame a thread
         lines = [
-            "    if (gid >= rows * count * frame_len) return;",
-            "    const long long j = gid % frame_len;",
-            "    const long long t = (gid / frame_len) % count;",
-            "    const long long r = gid / (frame_len * count);",
-            "    long long pos = t * hop + j - pad;",
-            "    const storage_t* in = (const storage_t*)in_ptr;",
-            "    storage_t* out = (storage_t*)out_ptr;",
+            f"    const long long slots = (frame_len + {FRAME_OUTPUTS - 1}) / {FRAME_OUTPUTS};",
+            "    if (gid >= rows * count * slots) return;",
+            f"    const long long j0 = gid % slots * {FRAME_OUTPUTS};",
+            "    const long long f = gid / slots, t = f % count, r = f / count;",
+            "    const storage_t* in = (const storage_t*)in_ptr + r * sig_len;",
+            "    storage_t* out = (storage_t*)out_ptr + f * frame_len;",
+            f"    for (int u = 0; u < {FRAME_OUTPUTS}; ++u) {{",
+            "        const long long j = j0 + u;",
+            "        if (j >= frame_len) break;",
+            "        long long pos = t * hop + j - pad;",
         ]
         if spec.option == "indexed":
             lines += [
-                "    const long long* sources = (const long long*)table_a;",
-                "    if (pos < 0) pos = sources[pos + pad];",
-                "    else if (pos >= sig_len) pos = sources[pad + pos - sig_len];",
+                "        const long long* sources = (const long long*)table_a;",
+                "        if (pos < 0) pos = sources[pos + pad];",
+                "        else if (pos >= sig_len) pos = sources[pad + pos - sig_len];",
+                "        put(&out[j], to_real(in[pos]));",
             ]
         else:
             lines += [
-                "    if (pos < 0 || pos >= sig_len) { put(&out[gid], (real_t)0); return; }",
+                "        put(&out[j], pos < 0 || pos >= sig_len ? (real_t)0 : to_real(in[pos]));",
             ]
-        lines.append("    put(&out[gid], to_real(in[r * sig_len + pos]));")
+        lines.append("    }")
         return "\n".join(lines)
     if kind == "ola":
         return "\n".join([
@@ -998,7 +1003,7 @@ def _partsum(spec: GatherSpec) -> str:
 FOLD_THREADS = 256
 FOLD_RESIDUES = 2  # residues a fold_product block: FOLD_THREADS / FOLD_RESIDUES threads each
 FOLD_LANES = (8, 16)  # a residue's threads: bin lanes by column lanes
-FOLD_TERMS = 16  # terms staged a step in float32 (half as many in float64)
+FOLD_TERMS = 8  # terms staged a step (16 in float32 ran fold_product 81 us against 65)
 FOLD_BINS = 8  # bins a fold_idft block in float32 (half as many in float64)
 
 
@@ -1016,11 +1021,6 @@ def fold_bins(precision: str) -> int:
     return FOLD_BINS // 2 if precision == "float64" else FOLD_BINS
 
 
-def fold_terms(precision: str) -> int:
-    """Terms a fold_product block stages a step (its shared memory stays under 48 KiB)."""
-    return FOLD_TERMS // 2 if precision == "float64" else FOLD_TERMS
-
-
 def fold_shared_bytes(kind: str, option: str, residues: int, precision: str) -> int:
     """Dynamic shared memory of a fold block: the staged kernel and spectrum terms
     (fold_product), or a column's residues for :func:`fold_bins` bins, their first-stage
@@ -1029,18 +1029,18 @@ def fold_shared_bytes(kind: str, option: str, residues: int, precision: str) -> 
     if kind == "fold_product":
         nb, nc = fold_tile(option)
         lanes_b, lanes_c = FOLD_LANES
-        terms = fold_terms(precision)
-        return FOLD_RESIDUES * terms * (lanes_b * nb + lanes_c * nc) * complex_size
+        return FOLD_RESIDUES * FOLD_TERMS * (lanes_b * nb + lanes_c * nc) * complex_size
     return residues * (2 * fold_bins(precision) + 1) * complex_size
 
 
 def _fold_product(spec: GatherSpec, barrier: str) -> str:
-    """The ``fold_product`` kind: each step's terms are staged in shared memory from
-    registers loaded during the step before (the loads of step q + 1 overlap the products
-    of step q)."""
+    """The ``fold_product`` kind: a step's FOLD_TERMS terms of the kernels' spectra and of
+    the blocks' spectra are loaded into registers, stored to shared memory, and summed
+    (the term loop not unrolled: unrolled, or with the next step's terms loaded ahead, the
+    kernel took more registers and ran 5-11% slower on the H200)."""
     nb, nc = fold_tile(spec.option)
     lanes_b, lanes_c = FOLD_LANES
-    bt, ct, qc, res = lanes_b * nb, lanes_c * nc, fold_terms(spec.precision), FOLD_RESIDUES
+    bt, ct, qc, res = lanes_b * nb, lanes_c * nc, FOLD_TERMS, FOLD_RESIDUES
     per, threads = FOLD_THREADS // res, FOLD_THREADS
     n_k, n_z = -(-res * qc * bt // threads), -(-res * qc * ct // threads)
 
@@ -1291,11 +1291,12 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
 
 
 __all__ = ["CORRELATE_LANES", "CORRELATE_SPLIT", "CORRELATE_TAPS", "CORRELATE_THREADS",
-           "GATHER_NAME", "GATHER_PARAMS", "GATHER_THREADS", "ROWMAX_THREADS", "SEAM_POSITIONS",
+           "FRAME_OUTPUTS", "GATHER_NAME", "GATHER_PARAMS", "GATHER_THREADS", "ROWMAX_THREADS",
+           "SEAM_POSITIONS",
            "TILED_KINDS",
            "GatherSpec",
            "correlate_columns", "correlate_frames", "correlate_shared_bytes", "correlate_tile",
            "FOLD_BINS", "FOLD_LANES", "FOLD_OUTPUTS", "FOLD_RESIDUES", "FOLD_TERMS", "FOLD_THREADS",
-           "fold_bins", "fold_shared_bytes", "fold_terms", "fold_tile",
+           "fold_bins", "fold_shared_bytes", "fold_tile",
            "MMA_CAPABILITY", "MMA_WINDOW", "mma_splits", "mma_tile",
            "render_gather"]  # fmt: skip
