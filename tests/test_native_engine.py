@@ -375,32 +375,38 @@ def test_cqt_spectral_path_equals_the_direct_one(precision, hop, length, count, 
     assert rel_peak(out, direct) <= PEAK[precision]
 
 
-def test_cqt_spectral_tiles_bins_and_columns():
+def test_cqt_spectral_tiles_bins_and_columns(monkeypatch):
     """More bins than one fold_product tile holds (48) and more blocks than its columns (80):
-    several bin and column tiles, against the CPU backend."""
+    several bin and column tiles (blocks of the fewest whole hops that hold a frame, so many
+    blocks a signal), against the CPU backend."""
     from specux.meta.cqt_params import cqt_spec
 
     spec = cqt_spec(sr=8000, hop_length=16, fmin=400.0, n_bins=60, bins_per_octave=60)
-    plan, n_frames, _ = transform_exec.cqt_plan(spec, "float64", 2300, 30)
-    sc = transform_exec.cqt_spectral(spec, plan, n_frames, 30, "float64", False, 1)
-    assert sc.bins == 60 and 30 * sc.blocks(n_frames) > 80, (sc, n_frames)
-    out, ref, _ = _cqt_groups(spec, "float64", 2300, 30, 1)
+    plan, n_frames, _ = transform_exec.cqt_plan(spec, "float64", 2300, 3)
+    g = plan.frames[0]
+    residues = -(-g.frame_length // 16) + 4
+    sc = transform_exec.SpectralCqt(1, g.stop, 16 * residues, residues,
+                                    (16 * residues - g.frame_length) // 16 + 1)  # fmt: skip
+    assert sc.bins == 60 and 3 * sc.blocks(n_frames) > 80, (sc, n_frames)
+    monkeypatch.setattr(transform_exec, "cqt_spectral", lambda *args: sc)
+    out, ref, _ = _cqt_groups(spec, "float64", 2300, 3, None)
     assert rel_peak(out, ref) <= PEAK["float64"]
 
 
 def test_cqt_spectral_cost_model():
-    """The cost model: the PERF.md workload's four lowest octaves take the spectral path
-    (measured on an H200: 0.309 ms against 0.431 all direct, docs/benchmarks.md); filters no
-    longer than the hop, a single frame or ``groups=0`` stay direct; the block holds whole
-    frames and its length is a smooth multiple of the hop."""
+    """The cost model: the PERF.md workload's five lowest octaves take the spectral path, in
+    blocks of 130 hops (measured on an H200 as graph replays: 0.249 ms against 0.436 all
+    direct; 4 / 6 / 7 groups 0.264 / 0.244 / 0.254, blocks of 240 hops 0.297-0.311,
+    docs/benchmarks.md); filters no longer than the hop or ``groups=0`` stay direct; the
+    block holds whole frames and its length is a smooth multiple of the hop."""
     from specux.kernels.plan import factorize
     from specux.meta.cqt_params import cqt_spec
 
     spec = cqt_spec(sr=22050, hop_length=512, fmin=32.70, n_bins=84)
     plan, n_frames, _ = transform_exec.cqt_plan(spec, "float32", 220500, 16)
     sc = transform_exec.cqt_spectral(spec, plan, n_frames, 16, "float32", True)
-    assert sc is not None and sc.groups == 4 and sc.bins == 48
-    span = max(g.offset + g.frame_length for g in plan.frames[:4]) - plan.frames[0].offset
+    assert sc is not None and (sc.groups, sc.bins, sc.residues) == (5, 60, 130)
+    span = max(g.offset + g.frame_length for g in plan.frames[:5]) - plan.frames[0].offset
     assert (sc.frames - 1) * 512 + span <= sc.size < sc.frames * 512 + span
     assert factorize(sc.size) is not None and sc.residues <= transform_exec.SPECTRAL_MAX_RESIDUES
     assert transform_exec.cqt_spectral(spec, plan, n_frames, 16, "float32", True, 0) is None
@@ -445,6 +451,11 @@ def test_fold_tile_is_validated():
     for bad in ("p7x1", "p1x6", "p0x1", "x", ""):
         with pytest.raises(ValueError, match="fold_product option"):
             GatherSpec("fold_product", "float32", "float32", bad)
+    # as few tiles as 6 bins and 5 columns a thread allow, then the fewest that cover them
+    assert transform_exec.fold_option(48, 80) == "p6x5"
+    assert transform_exec.fold_option(60, 64) == "p4x4"  # 2 x 32 bins, not 48 + 12
+    assert transform_exec.fold_option(12, 2) == "p2x1"
+    assert transform_exec.fold_option(100, 200) == "p5x5"  # 3 x 40 bins, 3 x 80 columns
     for precision in ("float32", "float64"):  # the largest tile fits 48 KiB
         assert fold_shared_bytes("fold_product", "p6x5", 0, precision) <= 48 * 1024
         assert fold_shared_bytes("fold_idft", "", transform_exec.SPECTRAL_MAX_RESIDUES,

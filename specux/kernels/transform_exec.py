@@ -9,6 +9,7 @@ Every function takes buffers already allocated by the caller and launches into t
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -751,11 +752,19 @@ _SPECTRAL_TABLE = 1 << 23  # complex elements of the kernels' spectra at most (6
 # batches keep the correlations, which need none beyond their partial sums
 _SPECTRAL_SCRATCH = 1 << 29
 _FOLD_BLOCKS = 264  # fold_product blocks at most when splitting terms (two waves of one an SM)
-# Relative costs of the cost model, in multiply-adds of the fold product: a direct tap on the
-# tensor cores (float32) and on the SIMT tiles, an FFT point, and a launch.
-_DIRECT_COST = {True: 1.6, False: 2.4}
-_FFT_POINT_COST = 40.0
-_LAUNCH_COST = 6.0e4
+# The cost model, in microseconds on an H200 (fitted to the per-launch times of the PERF.md
+# workload in float32, 31st session; float64 runs every part at about half the rate, so the
+# choice holds): a tiled correlation on the tensor cores max(MAC / 12.7e6, 30 + MAC / 25e6)
+# (short filters leave its blocks little work), on the SIMT tiles 8 + MAC / 5e6; the
+# spectral path's product 4 F columns' bins' / 12.6e6 (both padded to whole tiles), the
+# blocks' copy and FFTs 1.8e-5 a sample, the inverse DFT's 4 columns bins (M M2 + T M1)
+# multiply-adds / 2.1e6, and its launches 8.
+_US_MMA = (12.7e6, 30.0, 25.0e6)
+_US_SIMT = (8.0, 5.0e6)
+_US_PRODUCT = 12.6e6
+_US_FFT_SAMPLE = 1.8e-5
+_US_INVERSE = 2.1e6
+_US_LAUNCHES = 8.0
 
 
 @dataclass(frozen=True)
@@ -774,16 +783,36 @@ class SpectralCqt:
         return -(-n_frames // self.frames)
 
 
-def _direct_cost(g, n_frames: int, count: int, mma: bool) -> float:
-    return (_DIRECT_COST[mma] * n_frames * count * 2 * (g.stop - g.start) * g.frame_length
-            + _LAUNCH_COST)  # fmt: skip
+def _direct_us(g, n_frames: int, count: int, hop: int, mma: bool) -> float:
+    mac = n_frames * count * 2 * (g.stop - g.start) * g.frame_length
+    if mma and g.frame_length > hop:  # the tensor-core tiles (correlate_option)
+        rate, fixed, slow = _US_MMA
+        return max(mac / rate, fixed + mac / slow)
+    fixed, rate = _US_SIMT
+    return fixed + mac / rate
 
 
-def _spectral_cost(sc: SpectralCqt, n_frames: int, count: int) -> float:
-    cols = count * sc.blocks(n_frames)
-    product = 4.0 * cols * sc.size * sc.bins
-    inverse = 4.0 * cols * sc.frames * sc.bins * sc.residues
-    return product + inverse + _FFT_POINT_COST * cols * sc.size + 4 * _LAUNCH_COST
+def _idft_stages(residues: int) -> tuple[int, int]:
+    """(M1, M2) of fold_idft's two stages: M1 the largest divisor of M up to its root."""
+    m1 = max(d for d in range(1, math.isqrt(residues) + 1) if residues % d == 0)
+    return m1, residues // m1
+
+
+def _spectral_us(sc: SpectralCqt, n_frames: int, count: int) -> float:
+    columns = count * sc.blocks(n_frames)
+    nb, nc = fold_tile(fold_option(sc.bins, columns))
+    lanes_b, lanes_c = FOLD_LANES
+    bins = -(-sc.bins // (lanes_b * nb)) * lanes_b * nb
+    cols = -(-columns // (lanes_c * nc)) * lanes_c * nc
+    m1, m2 = _idft_stages(sc.residues)
+    inverse = 4.0 * columns * sc.bins * (sc.residues * m2 + sc.frames * m1)
+    # a term of a thread: nb + nc shared loads of 8 bytes (two cycles a warp on an SM's 128
+    # bytes a cycle) against 4 nb nc multiply-adds (one cycle a warp on each of four
+    # schedulers): small tiles wait on shared memory
+    bound = max(nb * nc, 2 * (nb + nc)) / (nb * nc)
+    return (4.0 * sc.size * cols * bins * bound / _US_PRODUCT
+            + _US_FFT_SAMPLE * columns * sc.size + inverse / _US_INVERSE
+            + _US_LAUNCHES)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=256)
@@ -798,7 +827,7 @@ def cqt_spectral(spec: ConstantQSpec, plan, n_frames: int, count: int, precision
     if groups == 0 or not frames or n_frames == 0 or count == 0:
         return None
     best, best_cost = None, None
-    direct = [_direct_cost(g, n_frames, count, mma) for g in frames]
+    direct = [_direct_us(g, n_frames, count, hop, mma) for g in frames]
     for n in range(1, len(frames) + 1):
         if groups is not None and n != groups:
             continue
@@ -818,7 +847,7 @@ def cqt_spectral(spec: ConstantQSpec, plan, n_frames: int, count: int, precision
             sc = SpectralCqt(n, bins, size, residues, (size - span) // hop + 1)
             if _spectral_scratch(sc, n_frames, count, hop, precision) > _SPECTRAL_SCRATCH:
                 continue
-            cost = _spectral_cost(sc, n_frames, count) + sum(direct[n:])
+            cost = _spectral_us(sc, n_frames, count) + sum(direct[n:])
             if best_cost is None or cost < best_cost:
                 best, best_cost = sc, cost
     if groups is None and best is not None and best_cost >= sum(direct):
@@ -854,11 +883,12 @@ def cqt_spectra(spec: ConstantQSpec, sc: SpectralCqt) -> np.ndarray:
 
 
 def fold_option(bins: int, columns: int) -> str:
-    """The fold_product tile for ``bins`` by ``columns``: the fewest bins and columns a
-    thread (at most 6 and 5) whose lanes cover them."""
+    """The fold_product tile for ``bins`` by ``columns``: as few tiles as a thread's at
+    most 6 bins and 5 columns allow, then the fewest bins and columns a thread that cover
+    them (60 bins: two tiles of 32, not 48 and a quarter-full one)."""
     lanes_b, lanes_c = FOLD_LANES
-    nb = min(6, -(-bins // lanes_b))
-    nc = min(5, -(-columns // lanes_c))
+    nb = -(-bins // (lanes_b * -(-bins // (6 * lanes_b))))
+    nc = -(-columns // (lanes_c * -(-columns // (5 * lanes_c))))
     return f"p{nb}x{nc}"
 
 
