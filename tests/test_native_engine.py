@@ -445,6 +445,35 @@ def test_cqt_spectra_table_is_the_kernels_dft():
     assert np.max(np.abs(got - want)) <= 1e-15 * np.max(np.abs(want)) * sc.size
 
 
+def test_backend_tables_take_a_builder_called_for_new_keys_only():
+    """``backend.table(key, builder, precision)``: the cqt path's kernel spectra (tens of MB,
+    an FFT a bin on the host) are built only when the key is new on the device, so specs that
+    alternate do not rebuild them; arrays work as before."""
+    calls = []
+
+    def builder():
+        calls.append(1)
+        return np.arange(4) * (1 + 1j)
+
+    device = emulate.HostDevice()
+    for _ in range(3):
+        got = device.download(device.table(("builder test",), builder, "float32"))
+    assert len(calls) == 1 and got.dtype == np.complex64
+    assert np.array_equal(got, np.arange(4) * (1 + 1j))
+    same = device.download(device.table(("array test",), np.arange(4) * (1 + 1j), "float64"))
+    assert same.dtype == np.complex128 and np.array_equal(same, got)
+    torch = pytest.importorskip("torch")
+    from specux.kernels.cuda.fft import TorchCudaBackend
+
+    backend = TorchCudaBackend.__new__(TorchCudaBackend)  # the table cache alone, on the CPU
+    backend.device, backend.index = torch.device("cpu"), -7
+    del calls[:]
+    for _ in range(3):
+        table = backend.table(("builder test",), builder, "float64")
+    assert len(calls) == 1 and table.dtype == torch.complex128
+    assert np.array_equal(table.numpy(), np.arange(4) * (1 + 1j))
+
+
 def test_fold_tile_is_validated():
     from specux.kernels.codegen.gather import GatherSpec, fold_shared_bytes
 

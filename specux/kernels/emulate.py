@@ -85,7 +85,8 @@ class HostBackend:
         self._keep.append(buffer)
         return buffer
 
-    def table(self, key: tuple, values: np.ndarray, precision: str) -> np.ndarray:
+    def table(self, key: tuple, values, precision: str) -> np.ndarray:
+        values = values() if callable(values) else values
         buffer = np.ascontiguousarray(values, dtype=_COMPLEX[precision])
         self._keep.append(buffer)
         return buffer

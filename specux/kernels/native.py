@@ -184,9 +184,11 @@ class Device:
     def scratch(self, count: int, precision: str) -> DeviceArray:
         return self.empty((count,), dtypes.complex_of(precision))
 
-    def table(self, key: tuple, values: np.ndarray, precision: str) -> DeviceArray:
+    def table(self, key: tuple, values, precision: str) -> DeviceArray:
+        """``values`` (or a function building them) in the precision's complex dtype."""
         dtype = np.dtype(dtypes.complex_of(precision))  # cast only when not yet on the device
-        return self.constant(("table", key, precision), lambda: np.asarray(values).astype(dtype))
+        return self.constant(("table", key, precision), lambda: np.asarray(
+            values() if callable(values) else values).astype(dtype))
 
     def constant(self, key: tuple, values) -> DeviceArray:
         """``values`` uploaded once per key (and dtype), kept for the process's lifetime;

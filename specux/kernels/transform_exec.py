@@ -819,9 +819,9 @@ def _spectral_us(sc: SpectralCqt, n_frames: int, count: int) -> float:
 def cqt_spectral(spec: ConstantQSpec, plan, n_frames: int, count: int, precision: str,
                  mma: bool, groups: int | None = None) -> SpectralCqt | None:  # fmt: skip
     """The spectral path for ``plan``'s leading groups that the cost model prefers to their
-    tiled correlations (``groups``: that many instead; 0 or None where none), or None. Its
-    block length is the 2/3/5/7-smooth multiple of the hop, at most
-    ``SPECTRAL_MAX_RESIDUES`` hops, that transforms the fewest samples."""
+    tiled correlations (``groups``: that many instead; 0 or None where none), or None, with
+    the block length (a multiple of the hop whose factors the FFT plans have, at most
+    ``SPECTRAL_MAX_RESIDUES`` hops, within the scratch bound) the model prefers."""
     hop = spec.hop_length
     frames = plan.frames
     if groups == 0 or not frames or n_frames == 0 or count == 0:
@@ -963,7 +963,8 @@ def _cqt_fold(backend, padded, out, spec: ConstantQSpec, plan, sc: SpectralCqt, 
                  precision=precision, batch=columns, src_storage=precision,
                  dst_storage=precision, src_strides=Strides.along((columns, size), 1),
                  dst_strides=Strides.along((columns, row), 1))  # fmt: skip
-    table = backend.table(("cqt spectra", spec.as_key(), sc), cqt_spectra(spec, sc), precision)
+    table = backend.table(("cqt spectra", spec.as_key(), sc), lambda: cqt_spectra(spec, sc),
+                          precision)  # built only when new on the device
     splits = fold_splits(sc.residues, sc.bins, columns, hop)[1]
     partials = backend.scratch(splits * sc.residues * columns * sc.bins, precision)
     splits = fold_product(backend, spectra, partials, table, columns=columns,

@@ -49,10 +49,13 @@ class TorchCudaBackend:
     def scratch(self, count: int, precision: str) -> torch.Tensor:
         return torch.empty(count, dtype=_SCRATCH[precision], device=self.device)
 
-    def table(self, key: tuple, values: np.ndarray, precision: str) -> torch.Tensor:
+    def table(self, key: tuple, values, precision: str) -> torch.Tensor:
+        """``values`` (or a function building them, called only for a new key) as the
+        precision's complex dtype on the device, uploaded once per key."""
         full_key = (key, precision, self.index)
         table = self._tables.get(full_key)
         if table is None:
+            values = values() if callable(values) else values
             host = torch.from_numpy(np.array(values, dtype=np.complex128))  # a writable copy
             table = upload(host.to(dtype=_SCRATCH[precision]), self.device)
             with self._lock:
