@@ -75,6 +75,8 @@ and the torch route's fftconvolve product and unfused stft mapping, so both give
   the kernel regrouped hop by hop (see ``_tiled_transpose``); each output sample is one
   thread's sum over its frames and columns (no atomics), added to what ``out`` holds.
   The tiled kinds are the ones whose threads share memory.
+- ``fold_product`` / ``fold_idft``: cqt's spectral path (block kinds; see the comment above
+  :data:`FOLD_THREADS`).
 """
 
 from __future__ import annotations
@@ -998,7 +1000,8 @@ def _partsum(spec: GatherSpec) -> str:
 # - fold_idft: ``out[r, t, pad + 2 b + (0, 1)] = sum_m (sum_s Y[s, m, c, b]) W[(m tau) mod M]``
 #   (re, im) for block c = r * sig_len + beta of signal r, t = beta * frame_len + tau below
 #   ``count`` frames, ``W = table_b`` (M complex roots exp(2 pi i k / M), ``hop`` = M),
-#   ``start`` splits, rows of ``stop`` real outputs. A block takes one column and 8 bins.
+#   ``start`` splits, rows of ``stop`` real outputs. A block takes one column and
+#   :func:`fold_bins` bins.
 # Both sum in a fixed order: the same bits on every run.
 FOLD_THREADS = 256
 FOLD_RESIDUES = 2  # residues a fold_product block: FOLD_THREADS / FOLD_RESIDUES threads each
