@@ -45,6 +45,8 @@ def info() -> int:
     print(f"deterministic: {options.is_deterministic()}")
     tensor_cores = "allowed" if options.tensor_cores_enabled() else "off (SPECUX_TENSOR_CORES=0)"
     print(f"tensor cores (float32 cqt / vqt, compute capability 8.0+): {tensor_cores}")
+    spectral = "on" if options.cqt_spectral_enabled() else "off (SPECUX_CQT_SPECTRAL=0)"
+    print(f"cqt / vqt spectral path for long filters (CUDA): {spectral}")
     cache = options.cache_dir()
     if not options.disk_cache_enabled():
         cache = "disabled (SPECUX_DISK_CACHE=0)"

@@ -3,6 +3,8 @@
 Environment switches (:func:`env_flag`: 1 / true / yes / on, 0 / false / no / off):
 ``SPECUX_DETERMINISTIC=1`` starts with deterministic mode on; ``SPECUX_TENSOR_CORES=0`` keeps
 float32 products off the tensor cores (see :func:`tensor_cores_enabled`);
+``SPECUX_CQT_SPECTRAL=0`` keeps cqt's long filters off the spectral path
+(:func:`cqt_spectral_enabled`);
 ``SPECUX_DISK_CACHE=0`` keeps compiled kernels (and autotune winners) in memory only;
 ``SPECUX_AUTOTUNE=1`` starts with autotuning on (``specux.autotune``).
 """
@@ -102,6 +104,15 @@ def tensor_cores_enabled() -> bool:
     kernels, not their bits); False when ``SPECUX_TENSOR_CORES=0`` (the float32 SIMT
     kernels then run; also false / no / off). Read at each call."""
     return env_flag("SPECUX_TENSOR_CORES", True)
+
+
+def cqt_spectral_enabled() -> bool:
+    """Whether cqt / vqt on CUDA may evaluate their longest filters by the spectral path
+    (blocks' FFTs times the kernels' spectra, where its cost model prefers it: exact, but in
+    float32 a frame's rounding error then scales with the loudest content of its block
+    rather than with the frame itself); False when ``SPECUX_CQT_SPECTRAL=0`` (every octave
+    then runs as a correlation). Read at each call."""
+    return env_flag("SPECUX_CQT_SPECTRAL", True)
 
 
 def cache_dir() -> str:

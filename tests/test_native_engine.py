@@ -445,6 +445,45 @@ def test_cqt_spectra_table_is_the_kernels_dft():
     assert np.max(np.abs(got - want)) <= 1e-15 * np.max(np.abs(want)) * sc.size
 
 
+def test_cqt_spectral_path_switch_and_table_budget(monkeypatch):
+    """The torch-free route takes the spectral path for long filters (fold launches) unless
+    ``SPECUX_CQT_SPECTRAL=0``, or unless the device's kernel-spectra tables would pass their
+    budget (tables stay on the device for the process: many signal lengths would each add
+    one); both fall back to the correlations, with the same result within rounding."""
+    kinds = []
+    launch = emulate.HostDevice.launch
+
+    def recording(self, spec, *args):
+        kinds.append(getattr(spec, "kind", ""))
+        return launch(self, spec, *args)
+
+    monkeypatch.setattr(emulate.HostDevice, "launch", recording)
+    model = transform_exec.cqt_spectral  # at this size the model keeps the correlations:
+    monkeypatch.setattr(transform_exec, "cqt_spectral",  # one group unless 0 are asked for
+                        lambda *args: None if args[-1] == 0 else model(*args[:-1], 1))
+    x = _signal((2, 700))
+    kw = dict(sr=1000, hop_length=64, fmin=2.5, n_bins=6, bins_per_octave=6)
+    runs = {}
+    for label, env, budget in (("spectral", "1", 1 << 29), ("off", "0", 1 << 29),
+                               ("budget", "1", 0)):  # fmt: skip
+        monkeypatch.setenv("SPECUX_CQT_SPECTRAL", env)
+        monkeypatch.setattr(transform_exec, "_SPECTRA_BUDGET", budget)
+        monkeypatch.setattr(transform_exec, "_spectra_made", {})
+        del kinds[:]
+        runs[label], _ = _on_device(specux.cqt, x, **kw)
+        assert ("fold_product" in kinds) == (label == "spectral"), (label, kinds)
+        assert ("correlate" in kinds) == (label != "spectral"), (label, kinds)
+    assert len(transform_exec._spectra_made) == 0  # the refused table was not counted
+    ref = specux.cqt(x, **kw)
+    for label, got in runs.items():
+        assert rel_peak(got, ref) <= PEAK["float64"], label
+    monkeypatch.setenv("SPECUX_CQT_SPECTRAL", "1")
+    monkeypatch.setattr(transform_exec, "_SPECTRA_BUDGET", 1 << 29)
+    for _ in range(2):  # a table is counted once however often it is used
+        _on_device(specux.cqt, x, **kw)
+    assert len(transform_exec._spectra_made) == 1
+
+
 def test_backend_tables_take_a_builder_called_for_new_keys_only():
     """``backend.table(key, builder, precision)``: the cqt path's kernel spectra (tens of MB,
     an FFT a bin on the host) are built only when the key is new on the device, so specs that

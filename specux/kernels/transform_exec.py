@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -714,10 +715,15 @@ def cqt_correlate(backend, padded, out, spec: ConstantQSpec, plan, *, count: int
     ``count`` signals padded by ``pad`` on both sides (rows of ``row_len``), ``out``
     ``(count, n_frames, 2 * n_bins)`` real (interleaved complex), every group's columns.
     The leading groups (the longest filters) take the spectral path of :func:`cqt_spectral`
-    where its cost model says so (``spectral``: that many groups instead, 0 for none), the
-    rest one tiled correlation each."""
+    where its cost model says so, ``SPECUX_CQT_SPECTRAL`` is not 0 and the device's tables
+    of kernel spectra stay within ``_SPECTRA_BUDGET`` (``spectral``: that many groups
+    instead, 0 for none), the rest one tiled correlation each."""
+    if spectral is None and not options.cqt_spectral_enabled():
+        spectral = 0
     sc = cqt_spectral(spec, plan, n_frames, count, precision,
                       tensor_cores(backend, precision), spectral)  # fmt: skip
+    if sc is not None and spectral is None and not _spectra_fit(backend, spec, sc, precision):
+        sc = None  # the device's kernel spectra budget is spent: the correlations run
     first = 0
     if sc is not None:
         _cqt_fold(backend, padded, out, spec, plan, sc, count=count, n_frames=n_frames,
@@ -815,7 +821,32 @@ def _spectral_us(sc: SpectralCqt, n_frames: int, count: int) -> float:
             + _US_LAUNCHES)  # fmt: skip
 
 
-@functools.lru_cache(maxsize=256)
+# Bytes of kernel-spectra tables one device keeps at most. Tables stay on the device for
+# the process (a captured CUDA graph may read one), and each (spec, groups, M) has its own:
+# a workload of many signal lengths would otherwise add one per length; past the budget,
+# new combinations run as correlations.
+_SPECTRA_BUDGET = 1 << 29
+_spectra_made: dict = {}  # (device, spec key, SpectralCqt, precision) -> bytes
+_spectra_lock = threading.Lock()
+
+
+def _spectra_fit(backend, spec: ConstantQSpec, sc: SpectralCqt, precision: str) -> bool:
+    """Whether ``sc``'s kernel spectra are on ``backend``'s device or fit its budget (and
+    are then counted)."""
+    device = (type(backend).__name__, getattr(backend, "index", id(backend)))
+    key = (device, spec.as_key(), sc, precision)
+    size = sc.size * sc.bins * (16 if precision == "float64" else 8)
+    with _spectra_lock:
+        if key in _spectra_made:
+            return True
+        used = sum(v for k, v in _spectra_made.items() if k[0] == device)
+        if used + size > _SPECTRA_BUDGET:
+            return False
+        _spectra_made[key] = size
+        return True
+
+
+@functools.lru_cache(maxsize=32)
 def cqt_spectral(spec: ConstantQSpec, plan, n_frames: int, count: int, precision: str,
                  mma: bool, groups: int | None = None) -> SpectralCqt | None:  # fmt: skip
     """The spectral path for ``plan``'s leading groups that the cost model prefers to their
