@@ -46,6 +46,7 @@ from specux.kernels.fft_exec import (
     Framing,
     OverlapAdd,
     Strides,
+    _roots,
     adjoint_fusable,
     convolve_1d,
     istft_1d,
@@ -806,17 +807,15 @@ def _idft_stages(residues: int) -> tuple[int, int]:
 
 def _spectral_us(sc: SpectralCqt, n_frames: int, count: int) -> float:
     columns = count * sc.blocks(n_frames)
-    nb, nc = fold_tile(fold_option(sc.bins, columns))
-    lanes_b, lanes_c = FOLD_LANES
-    bins = -(-sc.bins // (lanes_b * nb)) * lanes_b * nb
-    cols = -(-columns // (lanes_c * nc)) * lanes_c * nc
+    grid = fold_grid(sc.residues, sc.bins, columns, sc.size // sc.residues)
+    nb, nc = fold_tile(grid.option)
     m1, m2 = _idft_stages(sc.residues)
     inverse = 4.0 * columns * sc.bins * (sc.residues * m2 + sc.frames * m1)
     # a term of a thread: nb + nc shared loads of 8 bytes (two cycles a warp on an SM's 128
     # bytes a cycle) against 4 nb nc multiply-adds (one cycle a warp on each of four
     # schedulers): small tiles wait on shared memory
     bound = max(nb * nc, 2 * (nb + nc)) / (nb * nc)
-    return (4.0 * sc.size * cols * bins * bound / _US_PRODUCT
+    return (4.0 * sc.size * grid.columns * grid.bins * bound / _US_PRODUCT
             + _US_FFT_SAMPLE * columns * sc.size + inverse / _US_INVERSE
             + _US_LAUNCHES)  # fmt: skip
 
@@ -890,7 +889,7 @@ def _spectral_scratch(sc: SpectralCqt, n_frames: int, count: int, hop: int,
                       precision: str) -> int:  # fmt: skip
     columns = count * sc.blocks(n_frames)
     real = 8 if precision == "float64" else 4
-    splits = fold_splits(sc.residues, sc.bins, columns, hop)[1]
+    splits = fold_grid(sc.residues, sc.bins, columns, hop).splits
     return real * columns * (sc.size + 2 * (sc.size // 2 + 1)
                              + 2 * splits * sc.residues * sc.bins)  # fmt: skip
 
@@ -923,39 +922,53 @@ def fold_option(bins: int, columns: int) -> str:
     return f"p{nb}x{nc}"
 
 
-def fold_splits(residues: int, bins: int, columns: int, terms: int) -> tuple[int, int]:
-    """(terms a split, splits) of a fold_product launch: enough splits of the ``terms`` for
+@dataclass(frozen=True)
+class FoldGrid:
+    """A fold_product launch: its tile ``option``, ``blocks`` (residue pairs x bin tiles x
+    column tiles x splits), ``per`` terms a split of the ``splits``, and the ``bins`` and
+    ``columns`` its tiles cover (the padded sizes the threads compute)."""
+
+    option: str
+    blocks: int
+    per: int
+    splits: int
+    bins: int
+    columns: int
+
+
+@functools.lru_cache(maxsize=256)
+def fold_grid(residues: int, bins: int, columns: int, terms: int) -> FoldGrid:
+    """The launch of a fold_product of ``bins`` by ``columns`` over ``residues`` residues of
+    ``terms`` terms: :func:`fold_option`'s tile, enough splits of the terms for at most
     ``_FOLD_BLOCKS`` blocks, each a multiple of FOLD_TERMS terms."""
-    nb, nc = fold_tile(fold_option(bins, columns))
-    lanes_b, lanes_c = FOLD_LANES
-    base = (-(-residues // FOLD_RESIDUES) * -(-bins // (lanes_b * nb))
-            * -(-columns // (lanes_c * nc)))  # fmt: skip
-    splits = max(1, min(-(-terms // FOLD_TERMS), _FOLD_BLOCKS // base))
-    per = -(-terms // splits)
-    per = -(-per // FOLD_TERMS) * FOLD_TERMS
-    return per, -(-terms // per)
-
-
-def fold_product(backend, spectra, dst, table, *, columns: int, residues: int, bins: int,
-                 size: int, row: int, precision: str) -> int:  # fmt: skip
-    """``dst[s, m, c, b] = sum_q Z~[c, m + q M] table[m, q, b]`` (gather kind fold_product)
-    over each split's terms: ``spectra`` one-sided rows of ``row`` complex values (the
-    ``size``-point real FFTs of ``columns`` blocks), ``table`` ``[M][size / M][bins]``
-    complex, ``dst`` the :func:`fold_splits` partial sums (``splits * M * columns * bins``
-    complex values). Returns the splits."""
-    terms = size // residues
     option = fold_option(bins, columns)
     nb, nc = fold_tile(option)
     lanes_b, lanes_c = FOLD_LANES
-    per, splits = fold_splits(residues, bins, columns, terms)
-    blocks = (-(-residues // FOLD_RESIDUES) * -(-bins // (lanes_b * nb))
-              * -(-columns // (lanes_c * nc)) * splits)  # fmt: skip
+    bin_tiles, column_tiles = -(-bins // (lanes_b * nb)), -(-columns // (lanes_c * nc))
+    base = -(-residues // FOLD_RESIDUES) * bin_tiles * column_tiles
+    splits = max(1, min(-(-terms // FOLD_TERMS), _FOLD_BLOCKS // base))
+    per = -(-terms // splits)
+    per = -(-per // FOLD_TERMS) * FOLD_TERMS
+    splits = -(-terms // per)
+    return FoldGrid(option, base * splits, per, splits, bin_tiles * lanes_b * nb,
+                    column_tiles * lanes_c * nc)  # fmt: skip
+
+
+def fold_product(backend, spectra, dst, table, grid: FoldGrid, *, columns: int,
+                 residues: int, bins: int, size: int, row: int,
+                 precision: str) -> None:  # fmt: skip
+    """``dst[s, m, c, b] = sum_q Z~[c, m + q M] table[m, q, b]`` (gather kind fold_product)
+    over each split's terms: ``spectra`` one-sided rows of ``row`` complex values (the
+    ``size``-point real FFTs of ``columns`` blocks), ``table`` ``[M][size / M][bins]``
+    complex, ``dst`` the partial sums of :func:`fold_grid`'s ``grid`` (``grid.splits * M *
+    columns * bins`` complex values)."""
     args = _args(backend, spectra, dst, table, rows=columns, count=residues, size=bins,
-                 frame_len=size, hop=terms, sig_len=row, start=per, stop=splits)  # fmt: skip
-    backend.launch(GatherSpec("fold_product", precision, precision, option), blocks,
-                   FOLD_THREADS, fold_shared_bytes("fold_product", option, residues, precision),
+                 frame_len=size, hop=size // residues, sig_len=row, start=grid.per,
+                 stop=grid.splits)  # fmt: skip
+    backend.launch(GatherSpec("fold_product", precision, precision, grid.option), grid.blocks,
+                   FOLD_THREADS,
+                   fold_shared_bytes("fold_product", grid.option, residues, precision),
                    args)  # fmt: skip
-    return splits
 
 
 def fold_idft(backend, partials, dst, roots, *, signals: int, blocks: int, n_frames: int,
@@ -971,10 +984,6 @@ def fold_idft(backend, partials, dst, roots, *, signals: int, blocks: int, n_fra
     backend.launch(GatherSpec("fold_idft", storage, precision),
                    signals * blocks * -(-bins // fold_bins(precision)), FOLD_THREADS,
                    fold_shared_bytes("fold_idft", "", residues, precision), args)  # fmt: skip
-
-
-def _roots(residues: int) -> np.ndarray:
-    return np.exp(2j * np.pi * np.arange(residues) / residues)
 
 
 def _cqt_fold(backend, padded, out, spec: ConstantQSpec, plan, sc: SpectralCqt, *,
@@ -996,14 +1005,16 @@ def _cqt_fold(backend, padded, out, spec: ConstantQSpec, plan, sc: SpectralCqt, 
                  dst_strides=Strides.along((columns, row), 1))  # fmt: skip
     table = backend.table(("cqt spectra", spec.as_key(), sc), lambda: cqt_spectra(spec, sc),
                           precision)  # built only when new on the device
-    splits = fold_splits(sc.residues, sc.bins, columns, hop)[1]
-    partials = backend.scratch(splits * sc.residues * columns * sc.bins, precision)
-    splits = fold_product(backend, spectra, partials, table, columns=columns,
-                          residues=sc.residues, bins=sc.bins, size=size, row=row,
-                          precision=precision)  # fmt: skip
-    roots = backend.table(("roots", sc.residues), _roots(sc.residues), precision)
+    grid = fold_grid(sc.residues, sc.bins, columns, hop)
+    partials = backend.scratch(grid.splits * sc.residues * columns * sc.bins, precision)
+    fold_product(backend, spectra, partials, table, grid, columns=columns,
+                 residues=sc.residues, bins=sc.bins, size=size, row=row,
+                 precision=precision)  # fmt: skip
+    # exp(+2 pi i k / M): the block kernels' exactly symmetric roots, conjugated
+    roots = backend.table(("inverse roots", sc.residues), lambda: np.conj(_roots(sc.residues)),
+                          precision)  # fmt: skip
     fold_idft(backend, partials, out, roots, signals=count, blocks=blocks, n_frames=n_frames,
-              frames=sc.frames, residues=sc.residues, bins=sc.bins, splits=splits,
+              frames=sc.frames, residues=sc.residues, bins=sc.bins, splits=grid.splits,
               out_width=2 * spec.n_bins, column=0, storage=precision,
               precision=precision)  # fmt: skip
 
@@ -1012,7 +1023,7 @@ __all__ = ["BankReduce", "adjoint_fusable", "adjoint_ola_fusable", "bank", "bank
            "convert", "correlate", "correlate_option", "correlate_t", "correlate_t_option",
            "cqt_correlate", "cqt_correlate_t", "cqt_kernel", "cqt_plan", "cqt_spectra",
            "cqt_spectral", "dense_bands", "fold_idft", "fold_option", "fold_product",
-           "fold_splits",
+           "fold_grid", "FoldGrid",
            "SpectralCqt",
            "elementwise", "filterbank_of_spectrum", "filterbank_stft", "fold_table", "frame",
            "hop_major", "istft", "istft_fusable", "istft_overlap_add", "overlap_add",
