@@ -541,7 +541,8 @@ def _transform_families(recorder):
                                     precision=precision, src_storage=storage,
                                     dst_storage=storage,
                                     bank=transform_exec.BankReduce(8, power, db))  # fmt: skip
-        for kind, options in (("frame", ("constant", "indexed")), ("ola", ("", "window")),
+        for kind, options in (("frame", ("constant", "indexed", "pairs")),
+                              ("ola", ("", "window")),
                               ("fold", ("", "edges")), ("istft", ("",)),
                               ("seam", ("", "x4", "flat", "x4flat", "flatedges", "x4flatedges")),
                               ("bank", ("power", "db", "powerpow", "dbpow"))):  # fmt: skip

@@ -395,10 +395,10 @@ def test_cqt_spectral_tiles_bins_and_columns(monkeypatch):
 
 def test_cqt_spectral_cost_model():
     """The cost model: the PERF.md workload's five lowest octaves take the spectral path, in
-    blocks of 130 hops (measured on an H200 as graph replays: 0.249 ms against 0.436 all
-    direct; 4 / 6 / 7 groups 0.264 / 0.244 / 0.254, blocks of 240 hops 0.297-0.311,
-    docs/benchmarks.md); filters no longer than the hop or ``groups=0`` stay direct; the
-    block holds whole frames and its length is a smooth multiple of the hop."""
+    blocks of 130 hops (measured on an H200 as graph replays, 32nd session: 0.206 ms
+    against 0.424 all direct; 4 / 6 / 7 groups 0.234 / 0.212 / 0.222, blocks of 240 hops
+    0.232-0.235, docs/benchmarks.md); filters no longer than the hop or ``groups=0`` stay
+    direct; the block holds whole frames and its length is a smooth multiple of the hop."""
     from specux.kernels.plan import factorize
     from specux.meta.cqt_params import cqt_spec
 
@@ -528,6 +528,16 @@ def test_fold_tile_is_validated():
         assert fold_shared_bytes("fold_product", "p6x5", 0, precision) <= 48 * 1024
         assert fold_shared_bytes("fold_idft", "", transform_exec.SPECTRAL_MAX_RESIDUES,
                                  precision) <= 48 * 1024  # fmt: skip
+    # its kernel indexes in 32 bits: a launch whose spectra reach 2**31 values is refused
+    # before it runs (the path's scratch bound keeps the cost model's choices far below)
+    grid = transform_exec.fold_grid(130, 60, 70000, 512, "float32")
+    with pytest.raises(ValueError, match=r"indices past 2\*\*31"):
+        transform_exec.fold_product(None, None, None, None, grid, columns=70000, residues=130,
+                                    bins=60, size=66560, row=66560,
+                                    precision="float32")  # fmt: skip
+    # the launch grid: float32's blocks in three waves of an H200's SMs, float64's in two
+    assert transform_exec.fold_grid(130, 60, 64, 512, "float32").blocks <= 3 * 132
+    assert transform_exec.fold_grid(130, 60, 64, 512, "float64").blocks <= 2 * 132
 
 
 @pytest.mark.parametrize("precision", ["float32", "float64"])

@@ -483,6 +483,31 @@ def test_emulated_frame_and_its_adjoint(case, rng):
     assert _peak_error(adjoint, ref_weighted) <= TOLERANCES["float64"]
 
 
+@pytest.mark.parametrize("rows, count", [(3, 3), (2, 2), (1, 1)])
+def test_emulated_frames_in_pairs(rows, count, rng):
+    """frame's ``pairs``: frames interleaved two by two as complex rows, a zero frame after
+    an odd count's last, a negative pad (frames starting inside the signal) and frames that
+    run past its end reading zeros; float32, so the 32-bit index path runs."""
+    length, frame_len, hop, pad = 30, 12, 9, -3
+    x = rng.standard_normal((rows, length)).astype(np.float32)
+    padded = np.zeros((rows, max(length, 3 + count * hop + frame_len)), dtype=np.float32)
+    padded[:, :length] = x
+    ref = np.stack([padded[:, 3 + t * hop : 3 + t * hop + frame_len] for t in range(count)],
+                   axis=1).reshape(rows * count, frame_len)  # fmt: skip
+    pairs = -(-rows * count // 2)
+    got = np.full((pairs, frame_len, 2), np.nan, dtype=np.float32)
+    transform_exec.frame(emulate.HostBackend(), x, got, rows=rows, sig_len=length,
+                         frame_len=frame_len, hop=hop, pad=pad, mode="constant", count=count,
+                         storage="float32", precision="float32", pairs=True)  # fmt: skip
+    want = np.zeros((2 * pairs, frame_len), dtype=np.float32)
+    want[: rows * count] = ref
+    assert np.array_equal(got.transpose(0, 2, 1).reshape(2 * pairs, frame_len), want)
+    with pytest.raises(ValueError, match="constant padding, not mode='reflect'"):
+        transform_exec.frame(emulate.HostBackend(), x, got, rows=rows, sig_len=length,
+                             frame_len=frame_len, hop=hop, pad=3, mode="reflect", count=count,
+                             storage="float32", precision="float32", pairs=True)  # fmt: skip
+
+
 def test_fold_table_is_the_padding_adjoint():
     for length, pad, mode in ((9, 6, "reflect"), (5, 7, "circular"), (4, 3, "replicate")):
         targets, offsets, positions = transform_exec.fold_table(length, pad, mode)

@@ -113,13 +113,22 @@ def _padding(backend, length: int, pad: int, mode: str) -> tuple[str, Any]:
 
 
 def frame(backend, src, dst, *, rows: int, sig_len: int, frame_len: int, hop: int, pad: int,
-          mode: str, count: int, storage: str, precision: str) -> None:  # fmt: skip
-    """``dst[r, t, j] = pad(src)[r, t * hop + j]`` for contiguous rows of ``sig_len``."""
+          mode: str, count: int, storage: str, precision: str,
+          pairs: bool = False) -> None:  # fmt: skip
+    """``dst[r, t, j] = pad(src)[r, t * hop + j]`` for contiguous rows of ``sig_len``;
+    ``pairs`` (constant ``mode``): frames ``f = r * count + t`` interleaved two by two,
+    ``dst[f // 2, j, f % 2]``, the real and imaginary parts of ``ceil(rows * count / 2)``
+    complex rows (a zero frame completes an odd count's last)."""
     kind, table = _padding(backend, sig_len, pad, mode)
+    if pairs:
+        if kind != "constant":
+            raise ValueError(f"frames in pairs take a constant padding, not mode={mode!r}")
+        kind = "pairs"
     spec = GatherSpec("frame", storage, precision, kind)
     args = _args(backend, src, dst, table, rows=rows, count=count, frame_len=frame_len, hop=hop,
                  pad=pad, sig_len=sig_len)  # fmt: skip
-    _launch(backend, spec, rows * count * -(-frame_len // FRAME_OUTPUTS), args)
+    frames = rows * count + (rows * count % 2 if pairs else 0)
+    _launch(backend, spec, frames * -(-frame_len // FRAME_OUTPUTS), args)
 
 
 def folds(pad: int, mode: str) -> bool:
@@ -758,18 +767,22 @@ _SPECTRAL_TABLE = 1 << 23  # complex elements of the kernels' spectra at most (6
 # scratch bytes of the path at most (the blocks, their spectra and the partial sums): larger
 # batches keep the correlations, which need none beyond their partial sums
 _SPECTRAL_SCRATCH = 1 << 29
-_FOLD_BLOCKS = 264  # fold_product blocks at most when splitting terms (two waves of one an SM)
+# fold_product blocks at most when splitting terms: three waves of one an H200 SM in float32
+# (its kernel bounded to three blocks an SM, codegen.gather.FOLD_MIN_BLOCKS), two in float64
+_FOLD_BLOCKS = {"float32": 396, "float64": 264}
 # The cost model, in microseconds on an H200 (fitted to the per-launch times of the PERF.md
-# workload in float32, 31st session; float64 runs every part at about half the rate, so the
-# choice holds): a tiled correlation on the tensor cores max(MAC / 12.7e6, 30 + MAC / 25e6)
-# (short filters leave its blocks little work), on the SIMT tiles 8 + MAC / 5e6; the
-# spectral path's product 4 F columns' bins' / 12.6e6 (both padded to whole tiles), the
-# blocks' copy and FFTs 1.8e-5 a sample, the inverse DFT's 4 columns bins (M M2 + T M1)
-# multiply-adds / 2.1e6, and its launches 8.
-_US_MMA = (12.7e6, 30.0, 25.0e6)
+# workload in float32 (torch.profiler), 31st and 32nd sessions; its totals are within 5% of
+# 16 of 18 measured (groups, M) choices; float64 runs every part at about half the rate, so
+# the choice holds): a tiled correlation on the tensor cores max(MAC / 12.7e6, 44 + MAC /
+# 22e6) (short filters leave its blocks little work; the partial sums' launch included), on
+# the SIMT tiles 8 + MAC / 5e6; the spectral path's product 4 F columns' bins' / 11.2e6 (both
+# padded to whole tiles), the blocks' copy in pairs and their complex FFTs 1.05e-5 a real
+# sample, the inverse DFT's 4 columns bins (M M2 + T M1) multiply-adds / 2.1e6, and its
+# launches 8.
+_US_MMA = (12.7e6, 44.0, 22.0e6)
 _US_SIMT = (8.0, 5.0e6)
-_US_PRODUCT = 12.6e6
-_US_FFT_SAMPLE = 1.8e-5
+_US_PRODUCT = 11.2e6
+_US_FFT_SAMPLE = 1.05e-5
 _US_INVERSE = 2.1e6
 _US_LAUNCHES = 8.0
 
@@ -805,9 +818,9 @@ def _idft_stages(residues: int) -> tuple[int, int]:
     return m1, residues // m1
 
 
-def _spectral_us(sc: SpectralCqt, n_frames: int, count: int) -> float:
+def _spectral_us(sc: SpectralCqt, n_frames: int, count: int, precision: str) -> float:
     columns = count * sc.blocks(n_frames)
-    grid = fold_grid(sc.residues, sc.bins, columns, sc.size // sc.residues)
+    grid = fold_grid(sc.residues, sc.bins, columns, sc.size // sc.residues, precision)
     nb, nc = fold_tile(grid.option)
     m1, m2 = _idft_stages(sc.residues)
     inverse = 4.0 * columns * sc.bins * (sc.residues * m2 + sc.frames * m1)
@@ -877,7 +890,7 @@ def cqt_spectral(spec: ConstantQSpec, plan, n_frames: int, count: int, precision
             sc = SpectralCqt(n, bins, size, residues, (size - span) // hop + 1)
             if _spectral_scratch(sc, n_frames, count, hop, precision) > _SPECTRAL_SCRATCH:
                 continue
-            cost = _spectral_us(sc, n_frames, count) + sum(direct[n:])
+            cost = _spectral_us(sc, n_frames, count, precision) + sum(direct[n:])
             if best_cost is None or cost < best_cost:
                 best, best_cost = sc, cost
     if groups is None and best is not None and best_cost >= sum(direct):
@@ -889,9 +902,9 @@ def _spectral_scratch(sc: SpectralCqt, n_frames: int, count: int, hop: int,
                       precision: str) -> int:  # fmt: skip
     columns = count * sc.blocks(n_frames)
     real = 8 if precision == "float64" else 4
-    splits = fold_grid(sc.residues, sc.bins, columns, hop).splits
-    return real * columns * (sc.size + 2 * (sc.size // 2 + 1)
-                             + 2 * splits * sc.residues * sc.bins)  # fmt: skip
+    splits = fold_grid(sc.residues, sc.bins, columns, hop, precision).splits
+    pairs = -(-columns // 2)  # the blocks in pairs and their complex spectra
+    return real * (4 * pairs * sc.size + 2 * columns * splits * sc.residues * sc.bins)
 
 
 @functools.lru_cache(maxsize=2)
@@ -937,16 +950,16 @@ class FoldGrid:
 
 
 @functools.lru_cache(maxsize=256)
-def fold_grid(residues: int, bins: int, columns: int, terms: int) -> FoldGrid:
+def fold_grid(residues: int, bins: int, columns: int, terms: int, precision: str) -> FoldGrid:
     """The launch of a fold_product of ``bins`` by ``columns`` over ``residues`` residues of
     ``terms`` terms: :func:`fold_option`'s tile, enough splits of the terms for at most
-    ``_FOLD_BLOCKS`` blocks, each a multiple of FOLD_TERMS terms."""
+    ``_FOLD_BLOCKS[precision]`` blocks, each a multiple of FOLD_TERMS terms."""
     option = fold_option(bins, columns)
     nb, nc = fold_tile(option)
     lanes_b, lanes_c = FOLD_LANES
     bin_tiles, column_tiles = -(-bins // (lanes_b * nb)), -(-columns // (lanes_c * nc))
     base = -(-residues // FOLD_RESIDUES) * bin_tiles * column_tiles
-    splits = max(1, min(-(-terms // FOLD_TERMS), _FOLD_BLOCKS // base))
+    splits = max(1, min(-(-terms // FOLD_TERMS), _FOLD_BLOCKS[precision] // base))
     per = -(-terms // splits)
     per = -(-per // FOLD_TERMS) * FOLD_TERMS
     splits = -(-terms // per)
@@ -957,11 +970,18 @@ def fold_grid(residues: int, bins: int, columns: int, terms: int) -> FoldGrid:
 def fold_product(backend, spectra, dst, table, grid: FoldGrid, *, columns: int,
                  residues: int, bins: int, size: int, row: int,
                  precision: str) -> None:  # fmt: skip
-    """``dst[s, m, c, b] = sum_q Z~[c, m + q M] table[m, q, b]`` (gather kind fold_product)
-    over each split's terms: ``spectra`` one-sided rows of ``row`` complex values (the
-    ``size``-point real FFTs of ``columns`` blocks), ``table`` ``[M][size / M][bins]``
-    complex, ``dst`` the partial sums of :func:`fold_grid`'s ``grid`` (``grid.splits * M *
-    columns * bins`` complex values)."""
+    """``dst[s, m, c, b] = sum_q Z[c, m + q M] table[m, q, b]`` (gather kind fold_product)
+    over each split's terms, ``Z[c]`` the ``size``-point spectrum of block c of ``columns``:
+    ``spectra`` holds rows of ``row`` complex values, the spectra of the blocks in pairs
+    (:func:`frame`'s ``pairs``: block 2 p the real part, 2 p + 1 the imaginary part of pair
+    p's ``size``-point complex FFT), untangled as the terms are read; ``table``
+    ``[M][size / M][bins]`` complex, ``dst`` the partial sums of :func:`fold_grid`'s
+    ``grid`` (``grid.splits * M * columns * bins`` complex values)."""
+    largest = max(-(-columns // 2) * row, grid.splits * residues * columns * bins,
+                  size * bins)  # complex values of the spectra, partials and table
+    if 2 * largest >= 2**31:  # the kernel's indices are 32-bit (as _SPECTRAL_SCRATCH keeps them)
+        raise ValueError(f"fold_product of {columns} blocks of {size} points and {bins} bins "
+                         "has indices past 2**31: split the batch")
     args = _args(backend, spectra, dst, table, rows=columns, count=residues, size=bins,
                  frame_len=size, hop=size // residues, sig_len=row, start=grid.per,
                  stop=grid.splits)  # fmt: skip
@@ -992,23 +1012,23 @@ def _cqt_fold(backend, padded, out, spec: ConstantQSpec, plan, sc: SpectralCqt, 
     hop, size = spec.hop_length, sc.size
     blocks = sc.blocks(n_frames)
     columns = count * blocks
-    row = size // 2 + 1
+    pairs = -(-columns // 2)  # two real blocks a complex FFT, untangled by fold_product
     start = pad + min(g.offset for g in plan.frames[:sc.groups])
-    frames = backend.scratch(-(-columns * size // 2), precision)
+    frames = backend.scratch(pairs * size, precision)
     frame(backend, padded, frames, rows=count, sig_len=row_len, frame_len=size,
           hop=sc.frames * hop, pad=-start, mode="constant", count=blocks, storage=precision,
-          precision=precision)  # fmt: skip
-    spectra = backend.scratch(columns * row, precision)
-    transform_1d(backend, frames, spectra, n=size, kind="r2c", sign=-1, scale=1.0,
-                 precision=precision, batch=columns, src_storage=precision,
-                 dst_storage=precision, src_strides=Strides.along((columns, size), 1),
-                 dst_strides=Strides.along((columns, row), 1))  # fmt: skip
+          precision=precision, pairs=True)  # fmt: skip
+    spectra = backend.scratch(pairs * size, precision)
+    rows = Strides.along((pairs, size), 1)
+    transform_1d(backend, frames, spectra, n=size, kind="c2c", sign=-1, scale=1.0,
+                 precision=precision, batch=pairs, src_storage=precision,
+                 dst_storage=precision, src_strides=rows, dst_strides=rows)  # fmt: skip
     table = backend.table(("cqt spectra", spec.as_key(), sc), lambda: cqt_spectra(spec, sc),
                           precision)  # built only when new on the device
-    grid = fold_grid(sc.residues, sc.bins, columns, hop)
+    grid = fold_grid(sc.residues, sc.bins, columns, hop, precision)
     partials = backend.scratch(grid.splits * sc.residues * columns * sc.bins, precision)
     fold_product(backend, spectra, partials, table, grid, columns=columns,
-                 residues=sc.residues, bins=sc.bins, size=size, row=row,
+                 residues=sc.residues, bins=sc.bins, size=size, row=size,
                  precision=precision)  # fmt: skip
     # exp(+2 pi i k / M): the block kernels' exactly symmetric roots, conjugated
     roots = backend.table(("inverse roots", sc.residues), lambda: np.conj(_roots(sc.residues)),

@@ -8,6 +8,9 @@ arguments; one compiled kernel serves every size of its kind, storage and precis
 
 Kinds (``GatherSpec.kind``), rows ``r`` being independent signals:
 - ``frame``: ``out[r, t, j] = x[r, t * hop + j - pad]`` through the padding (the frame op).
+  Option ``pairs`` (constant padding): frames ``f = r * count + t`` interleaved two by two,
+  ``out[f // 2, j, f % 2]``, as the real and imaginary parts of complex rows (a zero frame
+  after an odd count's last): two real transforms as one complex one.
 - ``ola``: ``out[r, i] = sum_t frames[r, t, i + pad - t * hop]`` (overlap-add read back at
   the unpadded samples: the direct part of the frame op's adjoint); option ``window``
   multiplies each frame by the real window ``table_a`` first.
@@ -125,7 +128,8 @@ _ARRAY_TYPES = {"float16": "unsigned short", "bfloat16": "specux_b16", "float32"
 class GatherSpec:
     """One gather kernel: ``kind`` (see the module), real ``storage`` of input and output
     (float16 / bfloat16 / float32 / float64), ``precision`` of the arithmetic, and ``option``:
-    ``frame``: the padding (``constant`` | ``indexed``); ``ola``: ``window`` to weight the
+    ``frame``: the padding (``constant`` | ``indexed``), or ``pairs`` (constant, the frames
+    interleaved in pairs); ``ola``: ``window`` to weight the
     frames; ``bank``: ``power`` | ``db``, with ``pow`` appended when the input is raised to
     ``exponent`` first."""
 
@@ -188,7 +192,7 @@ def _ola_sum(weighted: bool) -> str:
     }};"""
 
 
-FRAME_OUTPUTS = 4  # consecutive samples of a frame a ``frame`` thread copies
+FRAME_OUTPUTS = 4  # samples of a frame a ``frame`` thread copies (a quarter frame apart)
 SEAM_POSITIONS = 4  # a thread's positions in the seam kind's option "x4"
 SEAM_VECTORS = True  # whether "x4" stores aligned positions as one vector (tests turn it off)
 
@@ -286,31 +290,55 @@ def _seam(spec: GatherSpec) -> str:
 
 def _body(spec: GatherSpec) -> str:
     kind = spec.kind
-    if kind == "frame":  # FRAME_OUTPUTS consecutive samples of a frame a thread
+    if kind == "frame":  # FRAME_OUTPUTS samples of a frame a thread, ``slots`` apart
+        pairs = spec.option == "pairs"
         lines = [
             f"    const long long slots = (frame_len + {FRAME_OUTPUTS - 1}) / {FRAME_OUTPUTS};",
-            "    if (gid >= rows * count * slots) return;",
-            f"    const long long j0 = gid % slots * {FRAME_OUTPUTS};",
-            "    const long long f = gid / slots, t = f % count, r = f / count;",
+            "    const long long frames = rows * count;",
+            # pairs: a zero frame completes an odd count's last pair
+            f"    const long long launched = {'(frames + 1) / 2 * 2' if pairs else 'frames'};",
+            "    if (gid >= launched * slots) return;",
+            "    long long f, t, r, j0;  // frame, its index and row, first sample",
+            "    if (launched * slots <= 0xffffffffLL) {  // 32-bit divisions",
+            "        const unsigned g32 = (unsigned)gid, s32 = (unsigned)slots;",
+            "        const unsigned f32 = g32 / s32, c32 = (unsigned)count, r32 = f32 / c32;",
+            "        f = f32; j0 = g32 - f32 * s32; r = r32; t = f32 - r32 * c32;",
+            "    } else {",
+            "        f = gid / slots; j0 = gid - f * slots; r = f / count; t = f - r * count;",
+            "    }",
             "    const storage_t* in = (const storage_t*)in_ptr + r * sig_len;",
-            "    storage_t* out = (storage_t*)out_ptr + f * frame_len;",
+            ("    storage_t* out = (storage_t*)out_ptr + (f >> 1) * 2 * frame_len + (f & 1);"
+             if pairs else "    storage_t* out = (storage_t*)out_ptr + f * frame_len;"),
+            # all loads before the stores: out may alias in for the compiler, which would
+            # otherwise wait for each load's round trip in turn
+            f"    real_t v[{FRAME_OUTPUTS}];",
+            "    #pragma unroll",
             f"    for (int u = 0; u < {FRAME_OUTPUTS}; ++u) {{",
-            "        const long long j = j0 + u;",
-            "        if (j >= frame_len) break;",
+            "        const long long j = j0 + u * slots;  // a warp's lanes: adjacent samples",
             "        long long pos = t * hop + j - pad;",
         ]
         if spec.option == "indexed":
             lines += [
                 "        const long long* sources = (const long long*)table_a;",
+                "        if (j >= frame_len) { v[u] = (real_t)0; continue; }",
                 "        if (pos < 0) pos = sources[pos + pad];",
                 "        else if (pos >= sig_len) pos = sources[pad + pos - sig_len];",
-                "        put(&out[j], to_real(in[pos]));",
+                "        v[u] = to_real(in[pos]);",
             ]
         else:
+            inside = "f < frames && pos >= 0 && pos < sig_len" if pairs else \
+                "pos >= 0 && pos < sig_len"
             lines += [
-                "        put(&out[j], pos < 0 || pos >= sig_len ? (real_t)0 : to_real(in[pos]));",
+                f"        v[u] = j < frame_len && {inside} ? to_real(in[pos]) : (real_t)0;",
             ]
-        lines.append("    }")
+        lines += [
+            "    }",
+            "    #pragma unroll",
+            f"    for (int u = 0; u < {FRAME_OUTPUTS}; ++u) {{",
+            "        const long long j = j0 + u * slots;",
+            f"        if (j < frame_len) put(&out[{'2 * j' if pairs else 'j'}], v[u]);",
+            "    }",
+        ]
         return "\n".join(lines)
     if kind == "ola":
         return "\n".join([
@@ -990,9 +1018,12 @@ def _partsum(spec: GatherSpec) -> str:
 # The spectral constant-Q path (transform_exec.cqt_spectral): with the one-sided spectra Z of
 # F-point blocks of the padded signal and the kernels' spectra K (F = M Q), the correlation
 # sampled every hop is an M-point inverse DFT of the spectrum product folded modulo M:
-# - fold_product: ``Y[s, m, c, b] = sum_q Z~[c, m + q M] K[m, q, b]`` over split s's terms q
-#   (``start`` of the ``hop`` = Q terms a split, ``stop`` splits), ``Z~[c, f]`` the full
-#   spectrum (``conj Z[c, F - f]`` past F / 2; rows of ``sig_len`` complex), ``K`` the table
+# - fold_product: ``Y[s, m, c, b] = sum_q Z[c, m + q M] K[m, q, b]`` over split s's terms q
+#   (``start`` of the ``hop`` = Q terms a split, ``stop`` splits), ``Z[c]`` the spectrum of
+#   block c, untangled from the F-point spectrum P of the pair c // 2 (the frame kind's
+#   ``pairs``: blocks 2 p and 2 p + 1 as real and imaginary parts; rows of ``sig_len``
+#   complex): ``Z[2 p, f] = (P[f] + conj P[-f]) / 2``, ``Z[2 p + 1, f] = (P[f] - conj
+#   P[-f]) / 2i`` (indices mod F), as a step's terms are staged; ``K`` the table
 #   ``table_a`` ([m][q][b], complex), for ``rows`` columns c (signal blocks), ``count`` = M
 #   residues m, ``size`` bins b, ``frame_len`` = F. A block takes FOLD_RESIDUES residues and a
 #   tile of bins by columns (option ``"p<nb>x<nc>"``: each thread nb bins by nc columns of
@@ -1006,8 +1037,14 @@ def _partsum(spec: GatherSpec) -> str:
 FOLD_THREADS = 256
 FOLD_RESIDUES = 2  # residues a fold_product block: FOLD_THREADS / FOLD_RESIDUES threads each
 FOLD_LANES = (8, 16)  # a residue's threads: bin lanes by column lanes
-FOLD_TERMS = 8  # terms staged a step (16 in float32 ran fold_product 81 us against 65)
+# terms staged a step: 4 (8 ran float64 cqt 0.403 ms against 0.331 on the H200, float32
+# the same 0.203; 16 in float32 ran fold_product 81 us against 8's 65, 31st session)
+FOLD_TERMS = 4
 FOLD_BINS = 8  # bins a fold_idft block in float32 (half as many in float64)
+# fold_product's register bound as blocks an SM (0: none): float32 at three (80 registers
+# instead of 100, 3 waves of blocks: transform_exec._FOLD_BLOCKS) ran cqt 6% faster on the
+# H200; float64 (142 registers) spilled and ran slower under any bound
+FOLD_MIN_BLOCKS = {"float32": 3, "float64": 0}
 
 
 def fold_tile(option: str) -> tuple[int, int]:
@@ -1053,10 +1090,10 @@ def _fold_product(spec: GatherSpec, barrier: str) -> str:
             "#pragma unroll",
             f"for (int s = 0; s < {n_k}; ++s) {{",
             f"    const int e = tid + s * {threads};",
-            f"    const long long m = m0 + e / {qc * bt}, q = {step} + e / {bt} % {qc};",
-            f"    const long long b = b0 + e % {bt};",
-            f"    const bool ok = e < {res * qc * bt} && m < count && q < q_hi && b < size;",
-            "    const long long i = ok ? (m * hop + q) * size + b : 0;",
+            f"    const int m = m0 + e / {qc * bt}, q = {step} + e / {bt} % {qc};",
+            f"    const int b = b0 + e % {bt};",
+            f"    const bool ok = e < {res * qc * bt} && m < M && q < q_hi && b < B;",
+            "    const int i = ok ? (m * Q + q) * B + b : 0;",
             "    pk[2 * s] = ok ? kt[2 * i] : (real_t)0;",
             "    pk[2 * s + 1] = ok ? kt[2 * i + 1] : (real_t)0;",
             "}",
@@ -1064,30 +1101,34 @@ def _fold_product(spec: GatherSpec, barrier: str) -> str:
             f"for (int s = 0; s < {n_z}; ++s) {{",
             f"    const int e = tid + s * {threads};",
             f"    const int r = e % {res}, k = e / {res} % {ct}, j = e / {res * ct};",
-            f"    const long long m = m0 + r, q = {step} + j, c = c0 + k;",
-            f"    const bool ok = e < {res * qc * ct} && m < count && q < q_hi && c < rows;",
-            "    const long long f = m + q * count;",
-            "    const bool mirror = f > half;",
-            "    const long long i = ok ? c * sig_len + (mirror ? frame_len - f : f) : 0;",
-            "    pz[2 * s] = ok ? z[2 * i] : (real_t)0;",
-            "    const real_t im = ok ? z[2 * i + 1] : (real_t)0;",
-            "    pz[2 * s + 1] = mirror ? -im : im;",
+            f"    const int m = m0 + r, q = {step} + j, c = c0 + k;",
+            f"    const bool ok = e < {res * qc * ct} && m < M && q < q_hi && c < C;",
+            "    const int f = m + q * M, row = (c >> 1) * R;",
+            "    const int i = ok ? row + f : 0, i2 = ok ? row + (f ? F - f : 0) : 0;  // -f mod F",
+            "    const real_t fr = ok ? z[2 * i] : (real_t)0, fi = ok ? z[2 * i + 1] : (real_t)0;",
+            "    const real_t gr = ok ? z[2 * i2] : (real_t)0;",
+            "    const real_t gi = ok ? z[2 * i2 + 1] : (real_t)0;",
+            "    const bool odd = c & 1;  // the pair's imaginary block",
+            "    pz[2 * s] = (real_t)0.5 * (odd ? fi + gi : fr + gr);",
+            "    pz[2 * s + 1] = (real_t)0.5 * (odd ? gr - fr : fi - gi);",
             "}",
         ]]  # fmt: skip
 
     return "\n".join([
-        f"    const long long BT = {bt}, CT = {ct};",
-        f"    const long long n_mp = (count + {res - 1}) / {res};",
-        "    const long long n_bt = (size + BT - 1) / BT, n_ct = (rows + CT - 1) / CT;",
-        "    const long long mp = block % n_mp, bt = block / n_mp % n_bt;",
-        "    const long long ct = block / (n_mp * n_bt) % n_ct;",
-        "    const long long split = block / (n_mp * n_bt * n_ct);",
-        f"    const long long m0 = mp * {res}, b0 = bt * BT, c0 = ct * CT;",
-        "    const long long q_lo = split * start;",
-        "    const long long q_hi = hop - q_lo < start ? hop : q_lo + start;",
+        # 32-bit indices: fold_product (transform_exec) keeps every one below 2 ** 31
+        "    const int M = (int)count, Q = (int)hop, B = (int)size, C = (int)rows;",
+        "    const int F = (int)frame_len, R = (int)sig_len, per_split = (int)start;",
+        f"    const int n_mp = (M + {res - 1}) / {res};",
+        f"    const int n_bt = (B + {bt - 1}) / {bt}, n_ct = (C + {ct - 1}) / {ct};",
+        "    const int blk = (int)block;",
+        "    const int mp = blk % n_mp, bt = blk / n_mp % n_bt;",
+        "    const int ct = blk / (n_mp * n_bt) % n_ct;",
+        "    const int split = blk / (n_mp * n_bt * n_ct);",
+        f"    const int m0 = mp * {res}, b0 = bt * {bt}, c0 = ct * {ct};",
+        "    const int q_lo = split * per_split;",
+        "    const int q_hi = Q - q_lo < per_split ? Q : q_lo + per_split;",
         f"    const int mi = tid / {per}, lb = tid % {per} % {lanes_b};",
         f"    const int lc = tid % {per} / {lanes_b};",
-        "    const long long half = frame_len / 2;",
         "    const real_t* z = (const real_t*)in_ptr;",
         "    const real_t* kt = (const real_t*)table_a;",
         "    real_t* ks = (real_t*)specux_shared;  // [residue][term][bin] complex",
@@ -1097,7 +1138,7 @@ def _fold_product(spec: GatherSpec, barrier: str) -> str:
         f"    for (int i = 0; i < {nb}; ++i)",
         "        #pragma unroll",
         f"        for (int k = 0; k < {nc}; ++k) ar[i][k] = ai[i][k] = (real_t)0;",
-        f"    for (long long q0 = q_lo; q0 < q_hi; q0 += {qc}) {{",
+        f"    for (int q0 = q_lo; q0 < q_hi; q0 += {qc}) {{",
         f"        real_t pk[{2 * n_k}], pz[{2 * n_z}];",
         *fetch("q0", "        "),
         "        #pragma unroll",
@@ -1140,16 +1181,16 @@ def _fold_product(spec: GatherSpec, barrier: str) -> str:
         "        }",
         f"        {barrier}",
         "    }",
-        "    const long long m = m0 + mi;",
-        "    if (m >= count) return;",
+        "    const int m = m0 + mi;",
+        "    if (m >= M) return;",
         "    real_t* y = (real_t*)out_ptr;",
         "    #pragma unroll",
         f"    for (int i = 0; i < {nb}; ++i)",
         "        #pragma unroll",
         f"        for (int k = 0; k < {nc}; ++k) {{",
-        f"            const long long b = b0 + lb + {lanes_b} * i, c = c0 + lc + {lanes_c} * k;",
-        "            if (b >= size || c >= rows) continue;",
-        "            const long long o = ((split * count + m) * rows + c) * size + b;",
+        f"            const int b = b0 + lb + {lanes_b} * i, c = c0 + lc + {lanes_c} * k;",
+        "            if (b >= B || c >= C) continue;",
+        "            const int o = ((split * M + m) * C + c) * B + b;",
         "            y[2 * o] = ar[i][k];",
         "            y[2 * o + 1] = ai[i][k];",
         "        }",
@@ -1286,7 +1327,10 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
         f"typedef {_REAL[spec.precision]} real_t;",
         _types(dialect.function),  # to_real / put for every storage, as the FFT kernels use
         f"typedef {_REAL_STORAGE[spec.storage]} storage_t;",
-        open_.format(name=GATHER_NAME, params=params, threads=spec.threads, min_blocks=""),
+        open_.format(name=GATHER_NAME, params=params, threads=spec.threads,
+                     min_blocks=f", {FOLD_MIN_BLOCKS[spec.precision]}"
+                     if spec.kind == "fold_product" and FOLD_MIN_BLOCKS[spec.precision]
+                     else ""),
         body,
         close.format(name=GATHER_NAME, params=params, args=args),
     ]
