@@ -109,9 +109,10 @@ def tensor_cores_enabled() -> bool:
 def cqt_spectral_enabled() -> bool:
     """Whether cqt / vqt on CUDA may evaluate their longest filters by the spectral path
     (blocks' FFTs times the kernels' spectra, where its cost model prefers it: exact, but in
-    float32 a frame's rounding error then scales with the loudest content of its block
-    rather than with the frame itself); False when ``SPECUX_CQT_SPECTRAL=0`` (every octave
-    then runs as a correlation). Read at each call."""
+    float32 a frame's rounding error then scales with the loudest content of its pair of
+    blocks of the same signal rather than with the frame itself); False when
+    ``SPECUX_CQT_SPECTRAL=0`` (every octave then runs as a correlation). Read at each
+    call."""
     return env_flag("SPECUX_CQT_SPECTRAL", True)
 
 

@@ -352,14 +352,15 @@ def _cqt_groups(spec, precision, length, count, spectral):
 
 @pytest.mark.parametrize("precision", ["float32", "float64"])
 @pytest.mark.parametrize(("hop", "length", "count", "groups"),
-                         [(32, 1500, 2, 1), (32, 1500, 2, 2), (33, 2400, 3, 2),
-                          (8, 900, 1, 1)])  # fmt: skip
+                         [(32, 1500, 2, 1), (32, 1500, 2, 2), (33, 3000, 3, 2),
+                          (8, 900, 1, 1), (3, 900, 1, 1)])  # fmt: skip
 def test_cqt_spectral_path_equals_the_direct_one(precision, hop, length, count, groups):
-    """The spectral path of the leading octave groups (blocks' real FFTs, the product folded
-    modulo M, M-point inverse DFTs) is an exact identity: it equals the CPU backend to the
-    precision's rounding. The cases cover several blocks a signal (hop 33: odd F, whose
-    mirrored bins differ), several signals, term splits (hop 32 and 33: 2 and 3) and a hop
-    under one staging step (8)."""
+    """The spectral path of the leading octave groups (blocks' FFTs two a complex
+    transform, the product folded modulo M, M-point inverse DFTs) is an exact identity: it
+    equals the CPU backend to the precision's rounding. The cases cover several blocks a
+    signal (hop 33: odd F, whose mirrored bins differ), several signals, term splits (8 and
+    9 of 4 terms at hops 32 and 33, 2 at hop 8), a hop under one staging step (3) and the
+    most residues (256, at hop 3)."""
     from specux.meta.cqt_params import cqt_spec
 
     spec = cqt_spec(sr=8000, hop_length=hop, fmin=200.0, n_bins=30, bins_per_octave=12)
@@ -373,6 +374,38 @@ def test_cqt_spectral_path_equals_the_direct_one(precision, hop, length, count, 
     assert rel_peak(out, ref) <= PEAK[precision], rel_peak(out, ref)
     direct, _, _ = _cqt_groups(spec, precision, length, count, 0)
     assert rel_peak(out, direct) <= PEAK[precision]
+
+
+def test_cqt_spectral_pairs_stay_within_a_signal(monkeypatch):
+    """The blocks go two to a complex FFT, and a signal's blocks are rounded up to an even
+    count, so no pair holds two signals: a NaN in one signal leaves the other signals'
+    frames finite and equal to the CPU backend (a block length that needs an odd count, 3
+    blocks of 19 frames for 47, so the rounding is what keeps them apart)."""
+    from specux.meta.cqt_params import cqt_spec
+
+    spec = cqt_spec(sr=8000, hop_length=32, fmin=200.0, n_bins=30, bins_per_octave=12)
+    plan, n_frames, pad = transform_exec.cqt_plan(spec, "float32", 1500, 3)
+    lead = plan.frames[:2]
+    base = min(g.offset for g in lead)
+    span = max(g.offset - base + g.frame_length for g in lead)
+    sc = transform_exec.SpectralCqt(2, lead[-1].stop, 40 * 32, 40, (40 * 32 - span) // 32 + 1)
+    assert -(-n_frames // sc.frames) == 3 and sc.blocks(n_frames) == 4, (sc, n_frames)
+    monkeypatch.setattr(transform_exec, "cqt_spectral", lambda *args: sc)
+    x = _signal((3, 1500), seed=5).astype(np.float32)
+    clean = x.copy()
+    x[1, 700] = np.nan  # inside signal 1's first block
+    xp = np.pad(x, ((0, 0), (pad, pad)))
+    out = np.zeros((3, n_frames, 2 * spec.n_bins), dtype=np.float32)
+    transform_exec.cqt_correlate(emulate.HostBackend(), xp, out, spec, plan, count=3,
+                                 n_frames=n_frames, row_len=1500 + 2 * pad, pad=pad,
+                                 precision="float32")  # fmt: skip
+    ref = specux.cqt(clean.astype(np.float64), sr=8000, hop_length=32, fmin=200.0, n_bins=30,
+                     bins_per_octave=12)  # fmt: skip
+    ref = np.stack([ref.real, ref.imag], -1).transpose(0, 2, 1, 3).reshape(out.shape)
+    assert np.isnan(out[1]).any()
+    for r in (0, 2):
+        assert np.isfinite(out[r]).all(), r
+        assert rel_peak(out[r], ref[r]) <= PEAK["float32"], (r, rel_peak(out[r], ref[r]))
 
 
 def test_cqt_spectral_tiles_bins_and_columns(monkeypatch):

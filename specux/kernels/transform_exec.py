@@ -800,7 +800,12 @@ class SpectralCqt:
     frames: int
 
     def blocks(self, n_frames: int) -> int:
-        return -(-n_frames // self.frames)
+        """Blocks a signal: enough for ``n_frames`` frames, rounded up to an even count, as
+        the blocks go two to a complex FFT and a pair stays within one signal (a non-finite
+        sample or a loud one reaches no other signal's frames; an extra block's frames are
+        past ``n_frames``, never written)."""
+        needed = -(-n_frames // self.frames)
+        return needed + needed % 2
 
 
 def _direct_us(g, n_frames: int, count: int, hop: int, mma: bool) -> float:
