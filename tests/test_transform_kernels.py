@@ -487,7 +487,7 @@ def test_emulated_frame_and_its_adjoint(case, rng):
 def test_emulated_frames_in_pairs(rows, count, rng):
     """frame's ``pairs``: frames interleaved two by two as complex rows, a zero frame after
     an odd count's last, a negative pad (frames starting inside the signal) and frames that
-    run past its end reading zeros; float32, so the 32-bit index path runs."""
+    run past its end reading zeros; a small launch, so the 32-bit index path runs."""
     length, frame_len, hop, pad = 30, 12, 9, -3
     x = rng.standard_normal((rows, length)).astype(np.float32)
     padded = np.zeros((rows, max(length, 3 + count * hop + frame_len)), dtype=np.float32)

@@ -118,7 +118,8 @@ def frame(backend, src, dst, *, rows: int, sig_len: int, frame_len: int, hop: in
     """``dst[r, t, j] = pad(src)[r, t * hop + j]`` for contiguous rows of ``sig_len``;
     ``pairs`` (constant ``mode``): frames ``f = r * count + t`` interleaved two by two,
     ``dst[f // 2, j, f % 2]``, the real and imaginary parts of ``ceil(rows * count / 2)``
-    complex rows (a zero frame completes an odd count's last)."""
+    complex rows (a zero frame completes the last pair when ``rows * count`` is odd; with an
+    odd ``count`` pairs straddle rows, which :meth:`SpectralCqt.blocks` avoids)."""
     kind, table = _padding(backend, sig_len, pad, mode)
     if pairs:
         if kind != "constant":
@@ -758,7 +759,8 @@ def cqt_correlate(backend, padded, out, spec: ConstantQSpec, plan, *, count: int
 #                       = sum_m e^(2 pi i m tau / M) sum_q Z(m + q M) K_b(m + q M),
 # an exact identity (no wrap-around: every frame's taps lie inside its block). Per frame and
 # bin that is 4 F hop / (F - span) real multiply-adds instead of 2 taps_g: the longest
-# filters cost ~10x less. Launches: the blocks (frame), their real FFTs (fft_exec), the
+# filters cost ~10x less. Launches: the blocks (frame, in pairs: a signal's blocks two to a
+# complex FFT, their count rounded up to even), their FFTs (fft_exec), the
 # product folded modulo M (fold_product, a batched complex product over the hop terms of
 # each residue m) and the M-point inverse DFTs into the output (fold_idft).
 
@@ -767,8 +769,9 @@ _SPECTRAL_TABLE = 1 << 23  # complex elements of the kernels' spectra at most (6
 # scratch bytes of the path at most (the blocks, their spectra and the partial sums): larger
 # batches keep the correlations, which need none beyond their partial sums
 _SPECTRAL_SCRATCH = 1 << 29
-# fold_product blocks at most when splitting terms: three waves of one an H200 SM in float32
-# (its kernel bounded to three blocks an SM, codegen.gather.FOLD_MIN_BLOCKS), two in float64
+# fold_product blocks at most when splitting terms: three an H200 SM in float32 (396 blocks,
+# all resident at once under the kernel's bound of three an SM, codegen.gather.
+# FOLD_MIN_BLOCKS), two in float64
 _FOLD_BLOCKS = {"float32": 396, "float64": 264}
 # The cost model, in microseconds on an H200 (fitted to the per-launch times of the PERF.md
 # workload in float32 (torch.profiler), 31st and 32nd sessions; its totals are within 5% of
@@ -982,6 +985,8 @@ def fold_product(backend, spectra, dst, table, grid: FoldGrid, *, columns: int,
     p's ``size``-point complex FFT), untangled as the terms are read; ``table``
     ``[M][size / M][bins]`` complex, ``dst`` the partial sums of :func:`fold_grid`'s
     ``grid`` (``grid.splits * M * columns * bins`` complex values)."""
+    if row < size:
+        raise ValueError(f"fold_product reads full {size}-point spectra: row={row} is shorter")
     largest = max(-(-columns // 2) * row, grid.splits * residues * columns * bins,
                   size * bins)  # complex values of the spectra, partials and table
     if 2 * largest >= 2**31:  # the kernel's indices are 32-bit (as _SPECTRAL_SCRATCH keeps them)

@@ -10,7 +10,8 @@ Kinds (``GatherSpec.kind``), rows ``r`` being independent signals:
 - ``frame``: ``out[r, t, j] = x[r, t * hop + j - pad]`` through the padding (the frame op).
   Option ``pairs`` (constant padding): frames ``f = r * count + t`` interleaved two by two,
   ``out[f // 2, j, f % 2]``, as the real and imaginary parts of complex rows (a zero frame
-  after an odd count's last): two real transforms as one complex one.
+  after the last when ``rows * count`` is odd; with an odd ``count`` pairs straddle rows):
+  two real transforms as one complex one.
 - ``ola``: ``out[r, i] = sum_t frames[r, t, i + pad - t * hop]`` (overlap-add read back at
   the unpadded samples: the direct part of the frame op's adjoint); option ``window``
   multiplies each frame by the real window ``table_a`` first.
@@ -1015,7 +1016,7 @@ def _partsum(spec: GatherSpec) -> str:
     ])  # fmt: skip
 
 
-# The spectral constant-Q path (transform_exec.cqt_spectral): with the one-sided spectra Z of
+# The spectral constant-Q path (transform_exec.cqt_spectral): with the spectra Z of
 # F-point blocks of the padded signal and the kernels' spectra K (F = M Q), the correlation
 # sampled every hop is an M-point inverse DFT of the spectrum product folded modulo M:
 # - fold_product: ``Y[s, m, c, b] = sum_q Z[c, m + q M] K[m, q, b]`` over split s's terms q
@@ -1042,7 +1043,7 @@ FOLD_LANES = (8, 16)  # a residue's threads: bin lanes by column lanes
 FOLD_TERMS = 4
 FOLD_BINS = 8  # bins a fold_idft block in float32 (half as many in float64)
 # fold_product's register bound as blocks an SM (0: none): float32 at three (80 registers
-# instead of 100, 3 waves of blocks: transform_exec._FOLD_BLOCKS) ran cqt 6% faster on the
+# instead of 100, 396 blocks: transform_exec._FOLD_BLOCKS) ran cqt 6% faster on the
 # H200; float64 (142 registers) spilled and ran slower under any bound
 FOLD_MIN_BLOCKS = {"float32": 3, "float64": 0}
 
