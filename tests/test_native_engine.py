@@ -572,6 +572,15 @@ def test_fold_tile_is_validated():
     with pytest.raises(ValueError, match="row=33 is shorter"):
         transform_exec.fold_product(None, None, None, None, grid, columns=4, residues=4,
                                     bins=60, size=64, row=33, precision="float32")  # fmt: skip
+    # float32's kernel is register-bound to three blocks an SM, float64's unbounded
+    from specux.kernels.codegen.dialects import CUDA
+    from specux.kernels.codegen.gather import render_gather
+
+    for precision, bounds in (("float32", "__launch_bounds__(256, 3)"),
+                              ("float64", "__launch_bounds__(256)")):  # fmt: skip
+        assert bounds in render_gather(GatherSpec("fold_product", precision, precision, "p4x4"),
+                                       CUDA)  # fmt: skip
+    assert GatherSpec("fold_idft", "float32", "float32").min_blocks == 0
     # the launch grid: float32's blocks at most three an H200 SM, float64's two
     assert transform_exec.fold_grid(130, 60, 64, 512, "float32").blocks <= 3 * 132
     assert transform_exec.fold_grid(130, 60, 64, 512, "float64").blocks <= 2 * 132

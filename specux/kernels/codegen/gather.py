@@ -170,6 +170,11 @@ class GatherSpec:
             return FOLD_THREADS
         return ROWMAX_THREADS if self.kind == "rowmax" else CORRELATE_THREADS
 
+    @property
+    def min_blocks(self) -> int:
+        """The kernel's register bound as blocks an SM (its launch bounds; 0: none)."""
+        return FOLD_MIN_BLOCKS[self.precision] if self.kind == "fold_product" else 0
+
 
 def _ola_sum(weighted: bool) -> str:
     """The overlap-add of row ``r``'s frames at padded position ``p`` (frames t ascending)."""
@@ -1329,9 +1334,7 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
         _types(dialect.function),  # to_real / put for every storage, as the FFT kernels use
         f"typedef {_REAL_STORAGE[spec.storage]} storage_t;",
         open_.format(name=GATHER_NAME, params=params, threads=spec.threads,
-                     min_blocks=f", {FOLD_MIN_BLOCKS[spec.precision]}"
-                     if spec.kind == "fold_product" and FOLD_MIN_BLOCKS[spec.precision]
-                     else ""),
+                     min_blocks=f", {spec.min_blocks}" if spec.min_blocks else ""),
         body,
         close.format(name=GATHER_NAME, params=params, args=args),
     ]
