@@ -582,6 +582,9 @@ def _transform_families(recorder):
         for bins, columns in ((12, 2), (36, 64), (48, 80), (60, 200)):  # cqt's spectral path
             option = transform_exec.fold_option(bins, columns)
             recorder.specs.add(GatherSpec("fold_product", precision, precision, option))
+            if precision == "float32":  # and its tensor-core tiles (t2, t5, t6, t8)
+                option = transform_exec.fold_grid(130, bins, columns, 512, precision, True).option
+                recorder.specs.add(GatherSpec("fold_product", precision, precision, option))
         recorder.specs.add(GatherSpec("fold_idft", precision, precision))
         for hop in (1, 64, 512):  # the adjoint's tiles
             for blocks in (10, 1000, 10000):

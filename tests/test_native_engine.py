@@ -333,15 +333,33 @@ def test_vqt_and_chroma_cqt():
            fmin=60.0, n_octaves=2)  # fmt: skip
 
 
-def _cqt_groups(spec, precision, length, count, spectral):
+def _record_options(monkeypatch, device, kind):
+    """The options of ``kind``'s launches on ``device`` (an emulated backend's class), from
+    now on, in launch order."""
+    options = []
+    launch = device.launch
+
+    def recording(self, spec, *args):
+        if getattr(spec, "kind", "") == kind:
+            options.append(spec.option)
+        return launch(self, spec, *args)
+
+    monkeypatch.setattr(device, "launch", recording)
+    return options
+
+
+def _cqt_groups(spec, precision, length, count, spectral, tensor_cores=False):
     """The emulated kernels' constant-Q output of ``count`` noise signals, interleaved
     ``(count, n_frames, 2 n_bins)``, with ``spectral`` leading groups on the spectral path,
-    and the CPU backend's float64 result in the same layout."""
+    and the CPU backend's float64 result in the same layout (``tensor_cores``: the float32
+    products on the tensor-core tiles' emulation)."""
     x = _signal((count, length), seed=count)
     plan, n_frames, pad = transform_exec.cqt_plan(spec, precision, length, count)
     xp = np.pad(x.astype(precision), ((0, 0), (pad, pad)))
     out = np.zeros((count, n_frames, 2 * spec.n_bins), dtype=precision)
-    transform_exec.cqt_correlate(emulate.HostBackend(), xp, out, spec, plan, count=count,
+    backend = emulate.HostBackend()
+    backend.tensor_cores = tensor_cores
+    transform_exec.cqt_correlate(backend, xp, out, spec, plan, count=count,
                                  n_frames=n_frames, row_len=length + 2 * pad, pad=pad,
                                  precision=precision, spectral=spectral)  # fmt: skip
     ref = specux.cqt(x, sr=spec.sr, hop_length=spec.hop_length, fmin=spec.fmin,
@@ -374,6 +392,48 @@ def test_cqt_spectral_path_equals_the_direct_one(precision, hop, length, count, 
     assert rel_peak(out, ref) <= PEAK[precision], rel_peak(out, ref)
     direct, _, _ = _cqt_groups(spec, precision, length, count, 0)
     assert rel_peak(out, direct) <= PEAK[precision]
+
+
+@pytest.mark.parametrize(("hop", "length", "count", "groups", "residues"),
+                         [(32, 1500, 2, 1, 45), (33, 3000, 3, 2, 36), (8, 900, 1, 1, 144),
+                          (16, 2300, 3, 1, 113)])  # fmt: skip
+def test_cqt_spectral_tensor_cores_equal_the_cpu_backend(monkeypatch, hop, length, count, groups,
+                                                         residues):  # fmt: skip
+    """The tensor-core fold_product (float32, a block a residue pair (m, M - m) sharing the
+    loads of m's terms; 3xTF32 fragments) against the CPU backend: odd M (residue 0 its own
+    partner), even M (M / 2 too; at hop 8 in one step of 8 terms), term splits (the
+    partner's mirrored), 60 bins of one group (a t8 tile) and 90 blocks (two column tiles).
+    Its launches are the "t" tiles. (Off on CUDA until checked on a GPU:
+    ``transform_exec._FOLD_TENSOR_CORES``; without it the same call takes the SIMT tiles.)"""
+    from specux.meta.cqt_params import cqt_spec
+
+    if hop == 16:
+        spec = cqt_spec(sr=8000, hop_length=16, fmin=400.0, n_bins=60, bins_per_octave=60)
+    else:
+        spec = cqt_spec(sr=8000, hop_length=hop, fmin=200.0, n_bins=30, bins_per_octave=12)
+    plan, n_frames, _ = transform_exec.cqt_plan(spec, "float32", length, count)
+    lead = plan.frames[:groups]
+    base = min(g.offset for g in lead)
+    span = max(g.offset - base + g.frame_length for g in lead)
+    sc = transform_exec.SpectralCqt(groups, lead[-1].stop, residues * hop, residues,
+                                    (residues * hop - span) // hop + 1)  # fmt: skip
+    monkeypatch.setattr(transform_exec, "cqt_spectral", lambda *args: sc)
+    monkeypatch.setattr(transform_exec, "_FOLD_TENSOR_CORES", True)
+    grid = transform_exec.fold_grid(residues, sc.bins, count * sc.blocks(n_frames), hop,
+                                    "float32", True)  # fmt: skip
+    assert grid.option.startswith("t") and (grid.splits > 1) == (hop != 8)  # 8 terms: one
+    options = _record_options(monkeypatch, emulate.HostBackend, "fold_product")
+    out, ref, _ = _cqt_groups(spec, "float32", length, count, None, tensor_cores=True)
+    assert options == [grid.option]
+    assert rel_peak(out, ref) <= PEAK["float32"], rel_peak(out, ref)
+    if hop == 16:
+        assert grid.option == "t8" and grid.columns == 128
+    monkeypatch.setattr(transform_exec, "_FOLD_TENSOR_CORES", False)
+    del options[:]
+    simt, _, _ = _cqt_groups(spec, "float32", length, count, None, tensor_cores=True)
+    assert options == [transform_exec.fold_grid(residues, sc.bins, count * sc.blocks(n_frames),
+                                                hop, "float32").option]  # fmt: skip
+    assert rel_peak(out, simt) <= PEAK["float32"]
 
 
 def test_cqt_spectral_pairs_stay_within_a_signal(monkeypatch):
@@ -426,7 +486,7 @@ def test_cqt_spectral_tiles_bins_and_columns(monkeypatch):
     assert rel_peak(out, ref) <= PEAK["float64"]
 
 
-def test_cqt_spectral_cost_model():
+def test_cqt_spectral_cost_model(monkeypatch):
     """The cost model: the PERF.md workload's five lowest octaves take the spectral path, in
     blocks of 130 hops (measured on an H200 as graph replays, 32nd session: 0.206 ms
     against 0.424 all direct; 4 / 6 / 7 groups 0.234 / 0.212 / 0.222, blocks of 240 hops
@@ -443,6 +503,18 @@ def test_cqt_spectral_cost_model():
     assert (sc.frames - 1) * 512 + span <= sc.size < sc.frames * 512 + span
     assert factorize(sc.size) is not None and sc.residues <= transform_exec.SPECTRAL_MAX_RESIDUES
     assert transform_exec.cqt_spectral(spec, plan, n_frames, 16, "float32", True, 0) is None
+    # the tensor-core product (off until checked on a GPU) is modeled as its first form ran
+    # (75.8 us against the SIMT tiles' 97.2 on an H200): cheaper, so still spectral
+    slow = transform_exec._spectral_us(sc, n_frames, 16, "float32")
+    fast = transform_exec._spectral_us(sc, n_frames, 16, "float32", True)
+    assert 15 < slow - fast < 30, (slow, fast)
+    monkeypatch.setattr(transform_exec, "_FOLD_TENSOR_CORES", True)
+    transform_exec.cqt_spectral.cache_clear()  # its choices are cached: not the flag
+    try:
+        assert transform_exec.cqt_spectral(spec, plan, n_frames, 16, "float32", True) is not None
+        assert transform_exec.cqt_spectral(spec, plan, n_frames, 16, "float32", False) == sc
+    finally:
+        transform_exec.cqt_spectral.cache_clear()
     # its scratch (blocks, spectra, partial sums) is bounded: larger batches stay direct
     assert transform_exec._spectral_scratch(sc, n_frames, 16, 512, "float32") < 64 << 20
     plan, n_frames, _ = transform_exec.cqt_plan(spec, "float32", 220500, 1000)
@@ -557,6 +629,20 @@ def test_fold_tile_is_validated():
     assert transform_exec.fold_option(60, 64) == "p4x4"  # 2 x 32 bins, not 48 + 12
     assert transform_exec.fold_option(12, 2) == "p2x1"
     assert transform_exec.fold_option(100, 200) == "p5x5"  # 3 x 40 bins, 3 x 80 columns
+    # the tensor-core tiles: float32 only, 1..8 n8 fragments a warp
+    with pytest.raises(ValueError, match="tensor-core fold_product option='t4' is float32"):
+        GatherSpec("fold_product", "float64", "float64", "t4")
+    with pytest.raises(ValueError, match="fold_product option"):
+        GatherSpec("fold_product", "float32", "float32", "t9")
+    with pytest.raises(ValueError, match="tensor-core fold_product is float32"):
+        transform_exec.fold_grid(130, 60, 64, 512, "float64", True)
+    # as few tiles of up to 64 bins as cover them, 64 blocks (columns) a tile, a block a
+    # residue pair (m, M - m), splits of 8 terms for at most two blocks an H200 SM
+    grid = transform_exec.fold_grid(130, 60, 64, 512, "float32", True)
+    assert (grid.option, grid.bins, grid.columns, grid.splits) == ("t8", 64, 64, 4)
+    assert grid.blocks == 66 * 4 <= 2 * 132 and grid.per % 8 == 0
+    assert transform_exec.fold_grid(130, 100, 64, 512, "float32", True).option == "t7"  # 2 x 56
+    assert fold_shared_bytes("fold_product", "t8", 0, "float32") <= 48 * 1024
     for precision in ("float32", "float64"):  # the largest tile fits 48 KiB
         assert fold_shared_bytes("fold_product", "p6x5", 0, precision) <= 48 * 1024
         assert fold_shared_bytes("fold_idft", "", transform_exec.SPECTRAL_MAX_RESIDUES,
@@ -581,6 +667,11 @@ def test_fold_tile_is_validated():
         assert bounds in render_gather(GatherSpec("fold_product", precision, precision, "p4x4"),
                                        CUDA)  # fmt: skip
     assert GatherSpec("fold_idft", "float32", "float32").min_blocks == 0
+    tensor = GatherSpec("fold_product", "float32", "float32", "t8")  # 127 registers: unbounded
+    assert tensor.mma and tensor.min_blocks == 0
+    assert "__launch_bounds__(256)" in render_gather(tensor, CUDA)
+    assert "mma.sync" in render_gather(tensor, CUDA)
+    assert not GatherSpec("fold_product", "float32", "float32", "p4x4").mma
     # the launch grid: float32's blocks at most three an H200 SM, float64's two
     assert transform_exec.fold_grid(130, 60, 64, 512, "float32").blocks <= 3 * 132
     assert transform_exec.fold_grid(130, 60, 64, 512, "float64").blocks <= 2 * 132
@@ -835,15 +926,7 @@ def test_cqt_and_vqt_on_the_tensor_core_tiles(monkeypatch):
     monkeypatch.setattr(transform_exec, "cqt_spectral", lambda *args: None)
     monkeypatch.setattr(emulate.HostDevice, "tensor_cores", True)
     monkeypatch.delenv("SPECUX_TENSOR_CORES", raising=False)
-    tiles = []
-    launch = emulate.HostDevice.launch
-
-    def recording(self, spec, *args):
-        if getattr(spec, "kind", "") == "correlate":
-            tiles.append(spec.option)
-        return launch(self, spec, *args)
-
-    monkeypatch.setattr(emulate.HostDevice, "launch", recording)
+    tiles = _record_options(monkeypatch, emulate.HostDevice, "correlate")
     x = _signal((2, 700))
     for fn, kw in ((specux.cqt, dict(sr=1000, hop_length=64, fmin=2.5, n_bins=6,
                                      bins_per_octave=6)),

@@ -23,6 +23,8 @@ from specux.kernels.codegen.gather import (
     CORRELATE_TAPS,
     CORRELATE_THREADS,
     FOLD_LANES,
+    FOLD_MMA_COLUMNS,
+    FOLD_MMA_TERMS,
     FOLD_RESIDUES,
     FOLD_TERMS,
     FOLD_THREADS,
@@ -773,6 +775,14 @@ _SPECTRAL_SCRATCH = 1 << 29
 # all resident at once under the kernel's bound of three an SM, codegen.gather.
 # FOLD_MIN_BLOCKS), two in float64
 _FOLD_BLOCKS = {"float32": 396, "float64": 264}
+_FOLD_MMA_BLOCKS = 264  # the tensor-core tiles': two an H200 SM (their register bound)
+# Whether fold_product takes the tensor-core tiles where correlations may
+# (:func:`tensor_cores`). Off until measured and checked on a GPU: the kernel
+# (gather._fold_product_mma) is verified on the host emulation and compiles with NVRTC, but
+# no GPU was lent for its final form (33rd session; its first form, fragments split in the
+# product loop, ran the PERF.md product in 75.8 us against the SIMT tiles' 97.2 on an H200,
+# docs/benchmarks.md).
+_FOLD_TENSOR_CORES = False
 # The cost model, in microseconds on an H200 (fitted to the per-launch times of the PERF.md
 # workload in float32 (torch.profiler), 31st and 32nd sessions; its totals are within 5% of
 # 16 of 18 measured (groups, M) choices; float64 runs every part at about half the rate, so
@@ -785,6 +795,7 @@ _FOLD_BLOCKS = {"float32": 396, "float64": 264}
 _US_MMA = (12.7e6, 44.0, 22.0e6)
 _US_SIMT = (8.0, 5.0e6)
 _US_PRODUCT = 11.2e6
+_US_PRODUCT_MMA = 14.4e6  # the tensor-core tiles' (their first form's 75.8 us: to refit)
 _US_FFT_SAMPLE = 1.05e-5
 _US_INVERSE = 2.1e6
 _US_LAUNCHES = 8.0
@@ -826,18 +837,22 @@ def _idft_stages(residues: int) -> tuple[int, int]:
     return m1, residues // m1
 
 
-def _spectral_us(sc: SpectralCqt, n_frames: int, count: int, precision: str) -> float:
+def _spectral_us(sc: SpectralCqt, n_frames: int, count: int, precision: str,
+                 mma: bool = False) -> float:  # fmt: skip
     columns = count * sc.blocks(n_frames)
-    grid = fold_grid(sc.residues, sc.bins, columns, sc.size // sc.residues, precision)
-    nb, nc = fold_tile(grid.option)
+    grid = fold_grid(sc.residues, sc.bins, columns, sc.size // sc.residues, precision, mma)
     m1, m2 = _idft_stages(sc.residues)
     inverse = 4.0 * columns * sc.bins * (sc.residues * m2 + sc.frames * m1)
-    # a term of a thread: nb + nc shared loads of 8 bytes (two cycles a warp on an SM's 128
-    # bytes a cycle) against 4 nb nc multiply-adds (one cycle a warp on each of four
-    # schedulers): small tiles wait on shared memory
-    bound = max(nb * nc, 2 * (nb + nc)) / (nb * nc)
-    return (4.0 * sc.size * grid.columns * grid.bins * bound / _US_PRODUCT
-            + _US_FFT_SAMPLE * columns * sc.size + inverse / _US_INVERSE
+    if mma:
+        product = 4.0 * sc.size * grid.columns * grid.bins / _US_PRODUCT_MMA
+    else:
+        # a term of a thread: nb + nc shared loads of 8 bytes (two cycles a warp on an SM's
+        # 128 bytes a cycle) against 4 nb nc multiply-adds (one cycle a warp on each of four
+        # schedulers): small tiles wait on shared memory
+        nb, nc = fold_tile(grid.option)
+        bound = max(nb * nc, 2 * (nb + nc)) / (nb * nc)
+        product = 4.0 * sc.size * grid.columns * grid.bins * bound / _US_PRODUCT
+    return (product + _US_FFT_SAMPLE * columns * sc.size + inverse / _US_INVERSE
             + _US_LAUNCHES)  # fmt: skip
 
 
@@ -866,14 +881,22 @@ def _spectra_fit(backend, spec: ConstantQSpec, sc: SpectralCqt, precision: str) 
         return True
 
 
+def fold_tensor_cores(mma: bool) -> bool:
+    """Whether fold_product runs on the tensor-core tiles, ``mma`` whether correlations may
+    (:func:`tensor_cores`): while ``_FOLD_TENSOR_CORES`` is off, never."""
+    return mma and _FOLD_TENSOR_CORES
+
+
 @functools.lru_cache(maxsize=32)
 def cqt_spectral(spec: ConstantQSpec, plan, n_frames: int, count: int, precision: str,
                  mma: bool, groups: int | None = None) -> SpectralCqt | None:  # fmt: skip
     """The spectral path for ``plan``'s leading groups that the cost model prefers to their
     tiled correlations (``groups``: that many instead; 0 or None where none), or None, with
     the block length (a multiple of the hop whose factors the FFT plans have, at most
-    ``SPECTRAL_MAX_RESIDUES`` hops, within the scratch bound) the model prefers."""
+    ``SPECTRAL_MAX_RESIDUES`` hops, within the scratch bound) the model prefers; ``mma``:
+    :func:`tensor_cores` (the correlations', and :func:`fold_tensor_cores` the product's)."""
     hop = spec.hop_length
+    fold_mma = fold_tensor_cores(mma)
     frames = plan.frames
     if groups == 0 or not frames or n_frames == 0 or count == 0:
         return None
@@ -896,9 +919,10 @@ def cqt_spectral(spec: ConstantQSpec, plan, n_frames: int, count: int, precision
             if factorize(size) is None:
                 continue
             sc = SpectralCqt(n, bins, size, residues, (size - span) // hop + 1)
-            if _spectral_scratch(sc, n_frames, count, hop, precision) > _SPECTRAL_SCRATCH:
+            scratch = _spectral_scratch(sc, n_frames, count, hop, precision, fold_mma)
+            if scratch > _SPECTRAL_SCRATCH:
                 continue
-            cost = _spectral_us(sc, n_frames, count, precision) + sum(direct[n:])
+            cost = _spectral_us(sc, n_frames, count, precision, fold_mma) + sum(direct[n:])
             if best_cost is None or cost < best_cost:
                 best, best_cost = sc, cost
     if groups is None and best is not None and best_cost >= sum(direct):
@@ -907,10 +931,10 @@ def cqt_spectral(spec: ConstantQSpec, plan, n_frames: int, count: int, precision
 
 
 def _spectral_scratch(sc: SpectralCqt, n_frames: int, count: int, hop: int,
-                      precision: str) -> int:  # fmt: skip
+                      precision: str, mma: bool = False) -> int:  # fmt: skip
     columns = count * sc.blocks(n_frames)
     real = 8 if precision == "float64" else 4
-    splits = fold_grid(sc.residues, sc.bins, columns, hop, precision).splits
+    splits = fold_grid(sc.residues, sc.bins, columns, hop, precision, mma).splits
     pairs = -(-columns // 2)  # the blocks in pairs and their complex spectra
     return real * (4 * pairs * sc.size + 2 * columns * splits * sc.residues * sc.bins)
 
@@ -958,21 +982,37 @@ class FoldGrid:
 
 
 @functools.lru_cache(maxsize=256)
-def fold_grid(residues: int, bins: int, columns: int, terms: int, precision: str) -> FoldGrid:
+def fold_grid(residues: int, bins: int, columns: int, terms: int, precision: str,
+              mma: bool = False) -> FoldGrid:  # fmt: skip
     """The launch of a fold_product of ``bins`` by ``columns`` over ``residues`` residues of
     ``terms`` terms: :func:`fold_option`'s tile, enough splits of the terms for at most
-    ``_FOLD_BLOCKS[precision]`` blocks, each a multiple of FOLD_TERMS terms."""
-    option = fold_option(bins, columns)
-    nb, nc = fold_tile(option)
-    lanes_b, lanes_c = FOLD_LANES
-    bin_tiles, column_tiles = -(-bins // (lanes_b * nb)), -(-columns // (lanes_c * nc))
-    base = -(-residues // FOLD_RESIDUES) * bin_tiles * column_tiles
-    splits = max(1, min(-(-terms // FOLD_TERMS), _FOLD_BLOCKS[precision] // base))
+    ``_FOLD_BLOCKS[precision]`` blocks, each a multiple of FOLD_TERMS terms. ``mma``
+    (float32, :func:`tensor_cores`): the tensor-core tile ``"t<nb>"`` -- as few tiles of up
+    to 64 bins as cover them, then the fewest bins a tile that do -- a block a residue pair,
+    at most ``_FOLD_MMA_BLOCKS`` blocks, splits a multiple of FOLD_MMA_TERMS terms."""
+    if mma and precision != "float32":
+        raise ValueError(f"the tensor-core fold_product is float32, not {precision}")
+    if mma:
+        bin_tiles = -(-bins // 64)
+        nb = -(-bins // (8 * bin_tiles))
+        option, tile_b, tile_c, step = f"t{nb}", 8 * nb, FOLD_MMA_COLUMNS, FOLD_MMA_TERMS
+        column_tiles = -(-columns // tile_c)
+        base = (residues // 2 + 1) * bin_tiles * column_tiles
+        most = _FOLD_MMA_BLOCKS
+    else:
+        option = fold_option(bins, columns)
+        nb, nc = fold_tile(option)
+        lanes_b, lanes_c = FOLD_LANES
+        tile_b, tile_c, step = lanes_b * nb, lanes_c * nc, FOLD_TERMS
+        bin_tiles, column_tiles = -(-bins // tile_b), -(-columns // tile_c)
+        base = -(-residues // FOLD_RESIDUES) * bin_tiles * column_tiles
+        most = _FOLD_BLOCKS[precision]
+    splits = max(1, min(-(-terms // step), most // base))
     per = -(-terms // splits)
-    per = -(-per // FOLD_TERMS) * FOLD_TERMS
+    per = -(-per // step) * step
     splits = -(-terms // per)
-    return FoldGrid(option, base * splits, per, splits, bin_tiles * lanes_b * nb,
-                    column_tiles * lanes_c * nc)  # fmt: skip
+    return FoldGrid(option, base * splits, per, splits, bin_tiles * tile_b,
+                    column_tiles * tile_c)  # fmt: skip
 
 
 def fold_product(backend, spectra, dst, table, grid: FoldGrid, *, columns: int,
@@ -984,7 +1024,9 @@ def fold_product(backend, spectra, dst, table, grid: FoldGrid, *, columns: int,
     (:func:`frame`'s ``pairs``: block 2 p the real part, 2 p + 1 the imaginary part of pair
     p's ``size``-point complex FFT), untangled as the terms are read; ``table``
     ``[M][size / M][bins]`` complex, ``dst`` the partial sums of :func:`fold_grid`'s
-    ``grid`` (``grid.splits * M * columns * bins`` complex values)."""
+    ``grid`` (``grid.splits * M * columns * bins`` complex values). The tensor-core grid's
+    split s of residue M - m sums the terms mirrored to residue m's (``Q - 1 - q``): the sum
+    over the splits is the same."""
     if row < size:
         raise ValueError(f"fold_product reads full {size}-point spectra: row={row} is shorter")
     largest = max(-(-columns // 2) * row, grid.splits * residues * columns * bins,
@@ -1035,7 +1077,8 @@ def _cqt_fold(backend, padded, out, spec: ConstantQSpec, plan, sc: SpectralCqt, 
                  dst_storage=precision, src_strides=rows, dst_strides=rows)  # fmt: skip
     table = backend.table(("cqt spectra", spec.as_key(), sc), lambda: cqt_spectra(spec, sc),
                           precision)  # built only when new on the device
-    grid = fold_grid(sc.residues, sc.bins, columns, hop, precision)
+    grid = fold_grid(sc.residues, sc.bins, columns, hop, precision,
+                     fold_tensor_cores(tensor_cores(backend, precision)))  # fmt: skip
     partials = backend.scratch(grid.splits * sc.residues * columns * sc.bins, precision)
     fold_product(backend, spectra, partials, table, grid, columns=columns,
                  residues=sc.residues, bins=sc.bins, size=size, row=size,
@@ -1053,7 +1096,7 @@ __all__ = ["BankReduce", "adjoint_fusable", "adjoint_ola_fusable", "bank", "bank
            "convert", "correlate", "correlate_option", "correlate_t", "correlate_t_option",
            "cqt_correlate", "cqt_correlate_t", "cqt_kernel", "cqt_plan", "cqt_spectra",
            "cqt_spectral", "dense_bands", "fold_idft", "fold_option", "fold_product",
-           "fold_grid", "FoldGrid",
+           "fold_grid", "fold_tensor_cores", "FoldGrid",
            "SpectralCqt",
            "elementwise", "filterbank_of_spectrum", "filterbank_stft", "fold_table", "frame",
            "hop_major", "istft", "istft_fusable", "istft_overlap_add", "overlap_add",

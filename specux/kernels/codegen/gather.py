@@ -142,7 +142,11 @@ class GatherSpec:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind={self.kind!r} is not one of {KINDS}")
-        if self.kind == "fold_product":
+        if self.kind == "fold_product" and fold_mma_tile(self.option) is not None:
+            if self.precision != "float32":
+                raise ValueError(f"the tensor-core fold_product option={self.option!r} is "
+                                 f"float32, not {self.precision}")  # fmt: skip
+        elif self.kind == "fold_product":
             fold_tile(self.option)  # raises for a malformed tile
         if self.tiled:
             correlate_tile(self.option)  # raises for a malformed tile
@@ -173,7 +177,19 @@ class GatherSpec:
     @property
     def min_blocks(self) -> int:
         """The kernel's register bound as blocks an SM (its launch bounds; 0: none)."""
-        return FOLD_MIN_BLOCKS[self.precision] if self.kind == "fold_product" else 0
+        if self.kind != "fold_product":
+            return 0
+        if fold_mma_tile(self.option) is not None:
+            return FOLD_MMA_MIN_BLOCKS
+        return FOLD_MIN_BLOCKS[self.precision]
+
+    @property
+    def mma(self) -> bool:
+        """Whether the kernel runs its products on the tensor cores (the dialect's
+        ``mma_prelude``): the correlation's ``"w<n>m<m>"`` tiles, fold_product's ``"t<nb>"``."""
+        if self.kind == "fold_product":
+            return fold_mma_tile(self.option) is not None
+        return self.tiled and mma_tile(self.option) is not None
 
 
 def _ola_sum(weighted: bool) -> str:
@@ -1053,12 +1069,35 @@ FOLD_BINS = 8  # bins a fold_idft block in float32 (half as many in float64)
 FOLD_MIN_BLOCKS = {"float32": 3, "float64": 0}
 
 
+# The tensor-core fold_product (float32, option ``"t<nb>"``): a block takes a residue pair
+# (m, M - m) -- a real block's spectrum has Z(-f) = conj Z(f), and -(m + q M) = (M - m) +
+# (Q - 1 - q) M mod F, so the loads of residue m's terms give the partner's too -- by
+# FOLD_MMA_COLUMNS columns by ``8 nb`` bins, and its 8 warps each 2 m16 fragments of
+# columns by ``nb`` n8 fragments of one residue's (re, im) outputs (mma.sync m16n8k8, 3xTF32
+# as the tensor-core correlation); the terms staged FOLD_MMA_TERMS at a time, the next
+# step's loaded into registers while a step's products run.
+FOLD_MMA_COLUMNS = 64
+FOLD_MMA_TERMS = 8  # 16 real rows of the product: two k8 fragments a step
+# its register bound as blocks an SM: none (NVRTC 13, sm_90: t8 takes 127 registers and
+# spills nothing, so two blocks an SM fit; bounded to two, it spilled 16 bytes)
+FOLD_MMA_MIN_BLOCKS = 0
+_FOLD_MMA_Z = 2 * FOLD_MMA_TERMS + 4  # shared row stride (floats) of the staged spectra
+
+
+def fold_mma_tile(option: str) -> int | None:
+    """``nb`` of a tensor-core ``fold_product`` option ``"t<nb>"`` (1..8: a block's ``8 nb``
+    bins, each warp's ``nb`` n8 fragments); None for the SIMT tiles."""
+    match = re.fullmatch(r"t([1-8])", option)
+    return None if match is None else int(match.group(1))
+
+
 def fold_tile(option: str) -> tuple[int, int]:
     """(nb, nc) of a ``fold_product`` option ``"p<nb>x<nc>"``: a thread's bins and columns
     of one residue; a block's tile is ``8 nb`` bins by ``16 nc`` columns."""
     match = re.fullmatch(r"p([1-6])x([1-5])", option)
     if match is None:
-        raise ValueError(f"fold_product option={option!r} is not 'p<1..6>x<1..5>'")
+        raise ValueError(f"fold_product option={option!r} is not 'p<1..6>x<1..5>' (or a "
+                         "tensor-core tile 't<1..8>')")  # fmt: skip
     return int(match.group(1)), int(match.group(2))
 
 
@@ -1072,6 +1111,11 @@ def fold_shared_bytes(kind: str, option: str, residues: int, precision: str) -> 
     (fold_product), or a column's residues for :func:`fold_bins` bins, their first-stage
     sums and the M roots (fold_idft)."""
     complex_size = 16 if precision == "float64" else 8
+    if kind == "fold_product" and fold_mma_tile(option) is not None:
+        # the fragments (16 bytes a lane, tf32 high and low parts) of the left operand's
+        # 4 m16 and the right one's 4 nb n8 tiles by 2 k8 steps, and the staged spectra
+        left, right = 2 * 4 * 2 * 32 * 16, 4 * fold_mma_tile(option) * 2 * 32 * 16
+        return left + right + FOLD_MMA_COLUMNS * _FOLD_MMA_Z * 4
     if kind == "fold_product":
         nb, nc = fold_tile(option)
         lanes_b, lanes_c = FOLD_LANES
@@ -1203,6 +1247,177 @@ def _fold_product(spec: GatherSpec, barrier: str) -> str:
     ])  # fmt: skip
 
 
+def _fold_product_mma(spec: GatherSpec, barrier: str) -> str:
+    """The tensor-core ``fold_product`` (option ``"t<nb>"``, float32; see FOLD_MMA_COLUMNS).
+
+    A step takes terms ``q0 .. q0 + 8`` of residue m (partner M - m: terms ``Q - 1 - q``).
+    Left operand ``[column][k]`` (k = 2 j + s): the untangled spectrum of each block,
+    interleaved (re, im) -- the partner's is its conjugate, folded into the right operand
+    instead, so both residues share it. Right operand ``[k][n]`` (n = 2 b + t, t re or im;
+    the partner's columns after m's): rows ``2 j`` and ``2 j + 1`` of term j are ``(K_r,
+    K_i)`` and ``(-K_i, K_r)`` for m, ``(K_r, K_i)`` and ``(K_i, -K_r)`` for the partner
+    (``Z K`` and ``conj(Z) K`` as real products). Residue 0 and M / 2 are their own
+    partners: their blocks compute m alone.
+
+    Both operands are staged in shared memory as mma fragments, one 16-byte slot a lane
+    (tf32 high parts, then low: ``al bh + ah bl + ah bh``, 3xTF32 as the tensor-core
+    correlation), so a warp reads each with one 16-byte load a lane, conflict-free, and
+    splits nothing: the right operand's slots straight from the table (a lane loads the two
+    values of its slot), the left one's from the spectra staged first as ``[column][k]``
+    (loaded as column pairs, untangled once). The next step's values are loaded into
+    registers while a step's products run; the float32 sums run in the tensor cores'
+    accumulators, in the same term order on every run."""
+    nb = fold_mma_tile(spec.option)
+    terms, cols, threads = FOLD_MMA_TERMS, FOLD_MMA_COLUMNS, FOLD_THREADS
+    bt, sz = 8 * nb, _FOLD_MMA_Z
+    assert threads == cols // 2 * terms == 4 * 2 * 32  # a pair's term, a left slot a thread
+
+    def fetch(step: str, indent: str) -> list[str]:
+        """Step ``step``'s spectrum terms of the thread's column pair into ``pa``, the
+        values of its right-operand slots into ``pb``."""
+        return [indent + line for line in [
+            "{",
+            f"    const int q = {step} + a_j, pc = c0 / 2 + a_cp;",
+            "    const bool ok = q < q_hi && 2 * pc < C;",
+            "    const int f = m0 + q * M;",
+            "    const int i = ok ? pc * R + f : 0, i2 = ok ? pc * R + (f ? F - f : 0) : 0;",
+            "    pa[0] = ok ? z[2 * i] : 0.0f;",
+            "    pa[1] = ok ? z[2 * i + 1] : 0.0f;",
+            "    pa[2] = ok ? z[2 * i2] : 0.0f;",
+            "    pa[3] = ok ? z[2 * i2 + 1] : 0.0f;",
+            "}",
+            "#pragma unroll",
+            "for (int j = 0; j < 2; ++j) {",
+            f"    const int q = {step} + b_kb * 4 + (r >> 1) + 2 * j;",
+            "    const bool ok = q < q_hi && b_on;",
+            "    const float* row = kt + 2 * (b_base + b_dir * q) + b_part;",
+            "    #pragma unroll",
+            f"    for (int s = 0; s < {nb}; ++s)",
+            "        pb[2 * s + j] = ok && b_bin + 4 * s < B ? b_sign * row[8 * s] : 0.0f;",
+            "}",
+        ]]  # fmt: skip
+
+    return "\n".join([
+        # 32-bit indices: fold_product (transform_exec) keeps every one below 2 ** 31
+        "    const int M = (int)count, Q = (int)hop, B = (int)size, C = (int)rows;",
+        "    const int F = (int)frame_len, R = (int)sig_len, per_split = (int)start;",
+        "    const int n_pr = M / 2 + 1;  // residue pairs (m, M - m), m <= M / 2",
+        f"    const int n_bt = (B + {bt - 1}) / {bt}, n_ct = (C + {cols - 1}) / {cols};",
+        "    const int blk = (int)block;",
+        "    const int pr = blk % n_pr, bti = blk / n_pr % n_bt;",
+        "    const int cti = blk / (n_pr * n_bt) % n_ct, split = blk / (n_pr * n_bt * n_ct);",
+        "    const int m0 = pr, m1 = M - pr;",
+        "    const bool two = pr != 0 && 2 * pr != M;  // M - pr another residue",
+        f"    const int b0 = bti * {bt}, c0 = cti * {cols};",
+        "    const int q_lo = split * per_split;",
+        "    const int q_hi = Q - q_lo < per_split ? Q : q_lo + per_split;",
+        "    const int lane = tid % 32, warp = tid / 32, g = lane / 4, r = lane % 4;",
+        "    const int wc = warp & 1, wn = warp >> 1, slot = wn >> 1;",
+        f"    const int a_cp = tid / {terms}, a_j = tid % {terms};",
+        "    // the thread's right slots: n8 tiles (tid / 64) nb + s, s < nb, k8 step b_kb, of",
+        "    // residue slot b_sl: bins b_bin + 4 s, part K_i or K_r, sign and direction in q",
+        "    const int b_kb = tid / 32 % 2, b_sl = tid / 128;",
+        f"    const int b_bin = b0 + tid / 64 % 2 * {4 * nb} + g / 2;",
+        "    const bool b_on = b_sl == 0 || two;",
+        "    const float b_sign = (r & 1) && b_sl == (g & 1) ? -1.0f : 1.0f;",
+        "    const int b_dir = b_sl ? -B : B;",
+        "    const int b_base = b_on ? ((b_sl ? m1 * Q + Q - 1 : m0 * Q) * B + b_bin) : 0;",
+        "    const int b_part = (r & 1) != (g & 1);  // K_i, else K_r",
+        "    const float* z = (const float*)in_ptr;",
+        "    const float* kt = (const float*)table_a;",
+        "    struct alignas(16) frag_t { float v[4]; };  // a lane's slot",
+        "    // [tf32 high, low][m16 tile][k8 step][lane], [n8 tile][k8 step][lane] (high, high,",
+        "    // low, low), and the spectra [column][2 term + (re, im)]",
+        "    frag_t* fa = (frag_t*)specux_shared;",
+        "    frag_t* fb = fa + 512;",
+        f"    float* zs = (float*)(fb + {4 * nb * 64});",
+        f"    float acc[2][{nb}][4];",
+        "    #pragma unroll",
+        "    for (int i = 0; i < 2; ++i)",
+        "        #pragma unroll",
+        f"        for (int k = 0; k < {nb}; ++k)",
+        "            #pragma unroll",
+        "            for (int j = 0; j < 4; ++j) acc[i][k][j] = 0.0f;",
+        f"    float pa[4], pb[{2 * nb}];",
+        *fetch("q_lo", "    "),
+        "    #pragma unroll 1",
+        f"    for (int q0 = q_lo; q0 < q_hi; q0 += {terms}) {{",
+        "        {  // blocks 2 p, 2 p + 1 of the pair's spectrum P: (P(f) +- conj P(-f)) / 2(i)",
+        f"            float* row = zs + 2 * a_cp * {sz} + 2 * a_j;",
+        "            row[0] = 0.5f * (pa[0] + pa[2]);",
+        "            row[1] = 0.5f * (pa[1] - pa[3]);",
+        f"            row[{sz}] = 0.5f * (pa[1] + pa[3]);",
+        f"            row[{sz} + 1] = 0.5f * (pa[2] - pa[0]);",
+        "        }",
+        "        #pragma unroll",
+        f"        for (int s = 0; s < {nb}; ++s) {{",
+        "            frag_t v;",
+        "            #pragma unroll",
+        "            for (int j = 0; j < 2; ++j) {",
+        "                v.v[j] = specux_tf32(pb[2 * s + j]);",
+        "                v.v[2 + j] = specux_tf32(pb[2 * s + j] - v.v[j]);",
+        "            }",
+        f"            fb[(tid / 64 * {nb} + s) * 64 + tid % 64] = v;",
+        "        }",
+        f"        {barrier}",
+        "        {  // the thread's left slot: m16 tile tid / 64, k8 step tid / 32 % 2",
+        "            const int mt = tid / 64, kb = tid / 32 % 2;",
+        "            frag_t hi, lo;",
+        "            #pragma unroll",
+        "            for (int j = 0; j < 4; ++j) {",
+        f"                const float v = zs[(mt * 16 + g + 8 * (j & 1)) * {sz} + kb * 8 + r"
+        " + 4 * (j >> 1)];",
+        "                hi.v[j] = specux_tf32(v);",
+        "                lo.v[j] = specux_tf32(v - hi.v[j]);",
+        "            }",
+        "            fa[tid] = hi;",
+        "            fa[256 + tid] = lo;",
+        "        }",
+        f"        {barrier}",
+        f"        if (q0 + {terms} < q_hi) {{",
+        f"            const int q_next = q0 + {terms};",
+        *fetch("q_next", "            "),
+        "        }",
+        "        #pragma unroll",
+        "        for (int kb = 0; kb < 2; ++kb) {",
+        "            frag_t ah[2], al[2];",
+        "            #pragma unroll",
+        "            for (int i = 0; i < 2; ++i) {",
+        "                ah[i] = fa[((wc * 2 + i) * 2 + kb) * 32 + lane];",
+        "                al[i] = fa[256 + ((wc * 2 + i) * 2 + kb) * 32 + lane];",
+        "            }",
+        "            #pragma unroll",
+        f"            for (int k = 0; k < {nb}; ++k) {{",
+        f"                const frag_t bv = fb[((wn * {nb} + k) * 2 + kb) * 32 + lane];",
+        "                #pragma unroll",
+        "                for (int i = 0; i < 2; ++i) {",
+        "                    SPECUX_MMA_TF32(acc[i][k], al[i].v, bv.v);",
+        "                    SPECUX_MMA_TF32(acc[i][k], ah[i].v, bv.v + 2);",
+        "                    SPECUX_MMA_TF32(acc[i][k], ah[i].v, bv.v);",
+        "                }",
+        "            }",
+        "        }",
+        f"        {barrier}",
+        "    }",
+        "    if (slot == 1 && !two) return;",
+        "    const int m = slot ? m1 : m0;",
+        "    float* y = (float*)out_ptr;",
+        "    #pragma unroll",
+        "    for (int i = 0; i < 2; ++i)",
+        "        #pragma unroll",
+        f"        for (int k = 0; k < {nb}; ++k)",
+        "            #pragma unroll",
+        "            for (int h = 0; h < 2; ++h) {",
+        "                const int c = c0 + wc * 32 + i * 16 + g + 8 * h;",
+        f"                const int b = b0 + (wn & 1) * {4 * nb} + k * 4 + r;",
+        "                if (c >= C || b >= B) continue;",
+        "                const int o = ((split * M + m) * C + c) * B + b;",
+        "                y[2 * o] = acc[i][k][2 * h];",
+        "                y[2 * o + 1] = acc[i][k][2 * h + 1];",
+        "            }",
+    ])  # fmt: skip
+
+
 FOLD_OUTPUTS = 4  # consecutive frames a fold_idft thread sums (four independent chains)
 
 
@@ -1313,10 +1528,12 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
     the block kinds, :attr:`GatherSpec.block`)."""
     params = ", ".join(f"{t} {name}" for t, name in GATHER_PARAMS)
     args = ", ".join(name for _, name in GATHER_PARAMS)
-    mma = spec.tiled and mma_tile(spec.option) is not None
+    mma = spec.mma
     if spec.block:
         if spec.kind == "rowmax":
             body = _rowmax(dialect.barrier)
+        elif spec.kind == "fold_product" and mma:
+            body = _fold_product_mma(spec, dialect.barrier)
         elif spec.kind == "fold_product":
             body = _fold_product(spec, dialect.barrier)
         elif spec.kind == "fold_idft":
@@ -1348,6 +1565,7 @@ __all__ = ["CORRELATE_LANES", "CORRELATE_SPLIT", "CORRELATE_TAPS", "CORRELATE_TH
            "GatherSpec",
            "correlate_columns", "correlate_frames", "correlate_shared_bytes", "correlate_tile",
            "FOLD_BINS", "FOLD_LANES", "FOLD_OUTPUTS", "FOLD_RESIDUES", "FOLD_TERMS", "FOLD_THREADS",
-           "fold_bins", "fold_shared_bytes", "fold_tile",
+           "FOLD_MMA_COLUMNS", "FOLD_MMA_TERMS", "fold_bins", "fold_mma_tile",
+           "fold_shared_bytes", "fold_tile",
            "MMA_CAPABILITY", "MMA_WINDOW", "mma_splits", "mma_tile",
            "render_gather"]  # fmt: skip
