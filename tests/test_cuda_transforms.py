@@ -1219,6 +1219,45 @@ def test_cqt_spectral_path_matches_cpu_over_several_blocks():
         assert_matches_cpu(got, ref, what=f"cqt spectral {precision}")
 
 
+@pytest.mark.parametrize(("kw", "length", "count"), [
+    (dict(sr=22050, hop_length=512, fmin=32.70, n_bins=84), 150000, 3),
+    (dict(sr=22050, hop_length=512, fmin=32.70, n_bins=84), 11025, 2),
+    (dict(sr=16000, hop_length=160, fmin=40.0, n_bins=70, bins_per_octave=14), 48000, 5),
+])  # fmt: skip
+def test_cqt_tensor_core_fold_matches_cpu(monkeypatch, kw, length, count):
+    """The tensor-core fold_product (off by default until checked on a GPU:
+    ``transform_exec._FOLD_TENSOR_CORES``) taken where the cost model puts groups on the
+    spectral path, against the CPU backend and the SIMT tiles' result: 84 bins at hop 512
+    (several blocks a signal; one short signal), 14 bins an octave at hop 160 (a bin tile
+    that is not a multiple of 8 bins, an odd signal count)."""
+    _skip_without_cuda_cqt()
+    from specux.kernels import transform_exec
+    from specux.kernels.cuda.fft import TorchCudaBackend
+
+    options = []
+    launch = TorchCudaBackend.launch
+
+    def recording(self, spec, *args):
+        if getattr(spec, "kind", "") == "fold_product":
+            options.append(spec.option)
+        return launch(self, spec, *args)
+
+    monkeypatch.setattr(TorchCudaBackend, "launch", recording)
+    x = _signal((count, length), seed=22, dtype=F32)
+    simt = _host(specux.cqt(x.to(DEVICE), **kw))
+    assert options and not options[0].startswith("t"), options
+    monkeypatch.setattr(transform_exec, "_FOLD_TENSOR_CORES", True)
+    transform_exec.cqt_spectral.cache_clear()  # its choices are cached, not the flag
+    try:
+        del options[:]
+        got, ref = _both(lambda x: specux.cqt(x, **kw), x)
+    finally:
+        transform_exec.cqt_spectral.cache_clear()
+    assert options and options[0].startswith("t"), options
+    assert_matches_cpu(got, ref, what="cqt, fold on the tensor cores")
+    assert rel_peak(_host(got), simt) <= TOLERANCES["float32_peak"]
+
+
 def test_constant_q_gradients_match_cpu_where_supported():
     _skip_without_cuda_cqt()
     fn = CQT_CASES["cqt-magnitude-odd-hop"]

@@ -394,40 +394,47 @@ def test_cqt_spectral_path_equals_the_direct_one(precision, hop, length, count, 
     assert rel_peak(out, direct) <= PEAK[precision]
 
 
-@pytest.mark.parametrize(("hop", "length", "count", "groups", "residues"),
-                         [(32, 1500, 2, 1, 45), (33, 3000, 3, 2, 36), (8, 900, 1, 1, 144),
-                          (16, 2300, 3, 1, 113)])  # fmt: skip
+@pytest.mark.parametrize(("hop", "length", "count", "groups", "residues", "bins"),
+                         [(32, 1500, 2, 1, 45, 30), (33, 3000, 3, 2, 36, 30),
+                          (8, 900, 1, 1, 144, 30), (16, 2300, 3, 1, 113, 60),
+                          (16, 1500, 1, 1, 136, 72)])  # fmt: skip
 def test_cqt_spectral_tensor_cores_equal_the_cpu_backend(monkeypatch, hop, length, count, groups,
-                                                         residues):  # fmt: skip
+                                                         residues, bins):  # fmt: skip
     """The tensor-core fold_product (float32, a block a residue pair (m, M - m) sharing the
     loads of m's terms; 3xTF32 fragments) against the CPU backend: odd M (residue 0 its own
     partner), even M (M / 2 too; at hop 8 in one step of 8 terms), term splits (the
-    partner's mirrored), 60 bins of one group (a t8 tile) and 90 blocks (two column tiles).
+    partner's mirrored; not at hop 8, nor for 72 bins, whose 138 blocks leave no room), 60
+    bins of one group (a t8 tile) and 90 blocks (two column tiles), 72 bins (two t5 tiles of
+    40, the second partial).
     Its launches are the "t" tiles. (Off on CUDA until checked on a GPU:
     ``transform_exec._FOLD_TENSOR_CORES``; without it the same call takes the SIMT tiles.)"""
     from specux.meta.cqt_params import cqt_spec
 
-    if hop == 16:
-        spec = cqt_spec(sr=8000, hop_length=16, fmin=400.0, n_bins=60, bins_per_octave=60)
+    if hop == 16:  # one octave of ``bins`` bins
+        spec = cqt_spec(sr=8000, hop_length=16, fmin=400.0, n_bins=bins, bins_per_octave=bins)
     else:
         spec = cqt_spec(sr=8000, hop_length=hop, fmin=200.0, n_bins=30, bins_per_octave=12)
     plan, n_frames, _ = transform_exec.cqt_plan(spec, "float32", length, count)
     lead = plan.frames[:groups]
     base = min(g.offset for g in lead)
     span = max(g.offset - base + g.frame_length for g in lead)
+    assert residues * hop >= span + 3 * hop  # a block holds frames
     sc = transform_exec.SpectralCqt(groups, lead[-1].stop, residues * hop, residues,
                                     (residues * hop - span) // hop + 1)  # fmt: skip
     monkeypatch.setattr(transform_exec, "cqt_spectral", lambda *args: sc)
     monkeypatch.setattr(transform_exec, "_FOLD_TENSOR_CORES", True)
     grid = transform_exec.fold_grid(residues, sc.bins, count * sc.blocks(n_frames), hop,
                                     "float32", True)  # fmt: skip
-    assert grid.option.startswith("t") and (grid.splits > 1) == (hop != 8)  # 8 terms: one
+    assert grid.option.startswith("t") and (grid.splits > 1) == (hop in (32, 33, 16) and
+                                                                bins < 72)  # fmt: skip
     options = _record_options(monkeypatch, emulate.HostBackend, "fold_product")
     out, ref, _ = _cqt_groups(spec, "float32", length, count, None, tensor_cores=True)
     assert options == [grid.option]
     assert rel_peak(out, ref) <= PEAK["float32"], rel_peak(out, ref)
-    if hop == 16:
+    if bins == 60:
         assert grid.option == "t8" and grid.columns == 128
+    if bins == 72:
+        assert grid.option == "t5" and grid.bins == 80 and sc.bins == 72
     monkeypatch.setattr(transform_exec, "_FOLD_TENSOR_CORES", False)
     del options[:]
     simt, _, _ = _cqt_groups(spec, "float32", length, count, None, tensor_cores=True)
