@@ -1231,9 +1231,15 @@ def test_cqt_tensor_core_fold_matches_cpu(monkeypatch, kw, length, count):
     (several blocks a signal; one short signal), 14 bins an octave at hop 160 (a bin tile
     that is not a multiple of 8 bins, an odd signal count)."""
     _skip_without_cuda_cqt()
+    from specux import options as switches
     from specux.kernels import transform_exec
+    from specux.kernels.codegen.gather import MMA_CAPABILITY
     from specux.kernels.cuda.fft import TorchCudaBackend
 
+    if torch.cuda.get_device_capability(DEVICE) < MMA_CAPABILITY:
+        pytest.skip("no tensor cores (mma.sync on tf32 needs compute capability 8.0)")
+    if not switches.tensor_cores_enabled():
+        pytest.skip("SPECUX_TENSOR_CORES=0")
     options = []
     launch = TorchCudaBackend.launch
 

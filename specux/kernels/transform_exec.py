@@ -775,7 +775,7 @@ _SPECTRAL_SCRATCH = 1 << 29
 # all resident at once under the kernel's bound of three an SM, codegen.gather.
 # FOLD_MIN_BLOCKS), two in float64
 _FOLD_BLOCKS = {"float32": 396, "float64": 264}
-_FOLD_MMA_BLOCKS = 264  # the tensor-core tiles': two an H200 SM (their register bound)
+_FOLD_MMA_BLOCKS = 264  # the tensor-core tiles': two an H200 SM (t8: 127 registers a thread)
 # Whether fold_product takes the tensor-core tiles where correlations may
 # (:func:`tensor_cores`). Off until measured and checked on a GPU: the kernel
 # (gather._fold_product_mma) is verified on the host emulation and compiles with NVRTC, but
@@ -795,7 +795,9 @@ _FOLD_TENSOR_CORES = False
 _US_MMA = (12.7e6, 44.0, 22.0e6)
 _US_SIMT = (8.0, 5.0e6)
 _US_PRODUCT = 11.2e6
-_US_PRODUCT_MMA = 14.4e6  # the tensor-core tiles' (their first form's 75.8 us: to refit)
+# the product on the tensor-core tiles: 4 F columns' bins' / 14.4e6 (padded to whole
+# tiles; their first form's 75.8 us on the PERF.md workload, to refit when they are on)
+_US_PRODUCT_MMA = 14.4e6
 _US_FFT_SAMPLE = 1.05e-5
 _US_INVERSE = 2.1e6
 _US_LAUNCHES = 8.0
