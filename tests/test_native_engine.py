@@ -405,9 +405,9 @@ def test_cqt_spectral_tensor_cores_equal_the_cpu_backend(monkeypatch, hop, lengt
     partner), even M (M / 2 too; at hop 8 in one step of 8 terms), term splits (the
     partner's mirrored; not at hop 8, nor for 72 bins, whose 138 blocks leave no room), 60
     bins of one group (a t8 tile) and 90 blocks (two column tiles), 72 bins (two t5 tiles of
-    40, the second partial).
-    Its launches are the "t" tiles. (Off on CUDA until checked on a GPU:
-    ``transform_exec._FOLD_TENSOR_CORES``; without it the same call takes the SIMT tiles.)"""
+    40, the second partial). Its launches are the "t" tiles; it is off on CUDA until checked
+    on a GPU (``transform_exec._FOLD_TENSOR_CORES``), and without it the same call takes
+    the SIMT tiles, within float32 rounding of it."""
     from specux.meta.cqt_params import cqt_spec
 
     if hop == 16:  # one octave of ``bins`` bins
