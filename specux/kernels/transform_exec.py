@@ -733,14 +733,15 @@ def cqt_correlate(backend, padded, out, spec: ConstantQSpec, plan, *, count: int
     instead, 0 for none), the rest one tiled correlation each."""
     if spectral is None and not options.cqt_spectral_enabled():
         spectral = 0
-    sc = cqt_spectral(spec, plan, n_frames, count, precision,
-                      tensor_cores(backend, precision), spectral)  # fmt: skip
+    mma = tensor_cores(backend, precision)
+    sc = cqt_spectral(spec, plan, n_frames, count, precision, mma, spectral)
     if sc is not None and spectral is None and not _spectra_fit(backend, spec, sc, precision):
         sc = None  # the device's kernel spectra budget is spent: the correlations run
     first = 0
     if sc is not None:
         _cqt_fold(backend, padded, out, spec, plan, sc, count=count, n_frames=n_frames,
-                  row_len=row_len, pad=pad, precision=precision)  # fmt: skip
+                  row_len=row_len, pad=pad, precision=precision,
+                  mma=fold_tensor_cores(mma))  # fmt: skip
         first = sc.groups
     for g in plan.frames[first:]:
         correlate(backend, padded, out, cqt_kernel(backend, spec, precision, g), rows=count,
@@ -1061,8 +1062,8 @@ def fold_idft(backend, partials, dst, roots, *, signals: int, blocks: int, n_fra
 
 
 def _cqt_fold(backend, padded, out, spec: ConstantQSpec, plan, sc: SpectralCqt, *,
-              count: int, n_frames: int, row_len: int, pad: int,
-              precision: str) -> None:  # fmt: skip
+              count: int, n_frames: int, row_len: int, pad: int, precision: str,
+              mma: bool) -> None:  # fmt: skip
     hop, size = spec.hop_length, sc.size
     blocks = sc.blocks(n_frames)
     columns = count * blocks
@@ -1079,8 +1080,7 @@ def _cqt_fold(backend, padded, out, spec: ConstantQSpec, plan, sc: SpectralCqt, 
                  dst_storage=precision, src_strides=rows, dst_strides=rows)  # fmt: skip
     table = backend.table(("cqt spectra", spec.as_key(), sc), lambda: cqt_spectra(spec, sc),
                           precision)  # built only when new on the device
-    grid = fold_grid(sc.residues, sc.bins, columns, hop, precision,
-                     fold_tensor_cores(tensor_cores(backend, precision)))  # fmt: skip
+    grid = fold_grid(sc.residues, sc.bins, columns, hop, precision, mma)
     partials = backend.scratch(grid.splits * sc.residues * columns * sc.bins, precision)
     fold_product(backend, spectra, partials, table, grid, columns=columns,
                  residues=sc.residues, bins=sc.bins, size=size, row=size,

@@ -1123,6 +1123,23 @@ def fold_shared_bytes(kind: str, option: str, residues: int, precision: str) -> 
     return residues * (2 * fold_bins(precision) + 1) * complex_size
 
 
+# A pair's two real blocks from its complex spectrum P (the frame kind's ``pairs``):
+# Z_2p(f) = (P(f) + conj P(-f)) / 2, Z_2p+1(f) = (P(f) - conj P(-f)) / 2i, as (re, im)
+# expressions of fr + i fi = P(f) and gr + i gi = P(-f) (:func:`_mirrored_loads`).
+_UNTANGLE = (("fr + gr", "fi - gi"), ("fi + gi", "gr - fr"))
+
+
+def _mirrored_loads() -> list[str]:
+    """``fr, fi`` = P(f) and ``gr, gi`` = P(-f) (index mod F) of the pair spectrum at
+    ``z + 2 row`` for ``ok``, zeros otherwise (both fold_product kinds)."""
+    return [
+        "const int i = ok ? row + f : 0, i2 = ok ? row + (f ? F - f : 0) : 0;  // -f mod F",
+        "const real_t fr = ok ? z[2 * i] : (real_t)0, fi = ok ? z[2 * i + 1] : (real_t)0;",
+        "const real_t gr = ok ? z[2 * i2] : (real_t)0;",
+        "const real_t gi = ok ? z[2 * i2 + 1] : (real_t)0;",
+    ]
+
+
 def _fold_product(spec: GatherSpec, barrier: str) -> str:
     """The ``fold_product`` kind: a step's FOLD_TERMS terms of the kernels' spectra and of
     the blocks' spectra are loaded into registers, stored to shared memory, and summed
@@ -1132,6 +1149,7 @@ def _fold_product(spec: GatherSpec, barrier: str) -> str:
     lanes_b, lanes_c = FOLD_LANES
     bt, ct, qc, res = lanes_b * nb, lanes_c * nc, FOLD_TERMS, FOLD_RESIDUES
     per, threads = FOLD_THREADS // res, FOLD_THREADS
+    even, odd = _UNTANGLE
     n_k, n_z = -(-res * qc * bt // threads), -(-res * qc * ct // threads)
 
     def fetch(step: str, indent: str) -> list[str]:
@@ -1154,13 +1172,10 @@ def _fold_product(spec: GatherSpec, barrier: str) -> str:
             f"    const int m = m0 + r, q = {step} + j, c = c0 + k;",
             f"    const bool ok = e < {res * qc * ct} && m < M && q < q_hi && c < C;",
             "    const int f = m + q * M, row = (c >> 1) * R;",
-            "    const int i = ok ? row + f : 0, i2 = ok ? row + (f ? F - f : 0) : 0;  // -f mod F",
-            "    const real_t fr = ok ? z[2 * i] : (real_t)0, fi = ok ? z[2 * i + 1] : (real_t)0;",
-            "    const real_t gr = ok ? z[2 * i2] : (real_t)0;",
-            "    const real_t gi = ok ? z[2 * i2 + 1] : (real_t)0;",
+            *("    " + line for line in _mirrored_loads()),
             "    const bool odd = c & 1;  // the pair's imaginary block",
-            "    pz[2 * s] = (real_t)0.5 * (odd ? fi + gi : fr + gr);",
-            "    pz[2 * s + 1] = (real_t)0.5 * (odd ? gr - fr : fi - gi);",
+            f"    pz[2 * s] = (real_t)0.5 * (odd ? {odd[0]} : {even[0]});",
+            f"    pz[2 * s + 1] = (real_t)0.5 * (odd ? {odd[1]} : {even[1]});",
             "}",
         ]]  # fmt: skip
 
@@ -1270,6 +1285,7 @@ def _fold_product_mma(spec: GatherSpec, barrier: str) -> str:
     nb = fold_mma_tile(spec.option)
     terms, cols, threads = FOLD_MMA_TERMS, FOLD_MMA_COLUMNS, FOLD_THREADS
     bt, sz = 8 * nb, _FOLD_MMA_Z
+    even, odd = _UNTANGLE
     assert threads == cols // 2 * terms == 4 * 2 * 32  # a pair's term, a left slot a thread
 
     def fetch(step: str, indent: str) -> list[str]:
@@ -1279,12 +1295,12 @@ def _fold_product_mma(spec: GatherSpec, barrier: str) -> str:
             "{",
             f"    const int q = {step} + a_j, pc = c0 / 2 + a_cp;",
             "    const bool ok = q < q_hi && 2 * pc < C;",
-            "    const int f = m0 + q * M;",
-            "    const int i = ok ? pc * R + f : 0, i2 = ok ? pc * R + (f ? F - f : 0) : 0;",
-            "    pa[0] = ok ? z[2 * i] : 0.0f;",
-            "    pa[1] = ok ? z[2 * i + 1] : 0.0f;",
-            "    pa[2] = ok ? z[2 * i2] : 0.0f;",
-            "    pa[3] = ok ? z[2 * i2 + 1] : 0.0f;",
+            "    const int f = m0 + q * M, row = pc * R;",
+            *("    " + line for line in _mirrored_loads()),
+            "    pa[0] = fr;",
+            "    pa[1] = fi;",
+            "    pa[2] = gr;",
+            "    pa[3] = gi;",
             "}",
             "#pragma unroll",
             "for (int j = 0; j < 2; ++j) {",
@@ -1342,12 +1358,13 @@ def _fold_product_mma(spec: GatherSpec, barrier: str) -> str:
         *fetch("q_lo", "    "),
         "    #pragma unroll 1",
         f"    for (int q0 = q_lo; q0 < q_hi; q0 += {terms}) {{",
-        "        {  // blocks 2 p, 2 p + 1 of the pair's spectrum P: (P(f) +- conj P(-f)) / 2(i)",
+        "        {  // blocks 2 p, 2 p + 1 of the pair's spectrum P (_UNTANGLE)",
+        "            const float fr = pa[0], fi = pa[1], gr = pa[2], gi = pa[3];",
         f"            float* row = zs + 2 * a_cp * {sz} + 2 * a_j;",
-        "            row[0] = 0.5f * (pa[0] + pa[2]);",
-        "            row[1] = 0.5f * (pa[1] - pa[3]);",
-        f"            row[{sz}] = 0.5f * (pa[1] + pa[3]);",
-        f"            row[{sz} + 1] = 0.5f * (pa[2] - pa[0]);",
+        f"            row[0] = 0.5f * ({even[0]});",
+        f"            row[1] = 0.5f * ({even[1]});",
+        f"            row[{sz}] = 0.5f * ({odd[0]});",
+        f"            row[{sz} + 1] = 0.5f * ({odd[1]});",
         "        }",
         "        #pragma unroll",
         f"        for (int s = 0; s < {nb}; ++s) {{",
