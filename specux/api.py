@@ -9,7 +9,8 @@ import operator
 from typing import Any
 
 from specux import routing
-from specux.compat.arrays import float_kind, library_of
+from specux.compat.arrays import TORCH, float_kind, library_of
+from specux.compat.torch_compat import autocast_on
 from specux.engines import dtype_of, engine_for
 from specux.meta import dtypes, params
 from specux.meta.params import ParameterError, StftParams
@@ -27,6 +28,10 @@ class _Call:
         self.engine = engine_for(self.route.library)
         self.kind = float_kind(x, self.route.library, name)
         self.input_dtype = dtype_of(x, self.route.library)
+        if self.route.library == TORCH and autocast_on(self.route.device_type):
+            # inside torch.autocast the transforms compute in float32 and return it, as
+            # torch's spectral ops do: a half input is taken as its float32 value
+            self.input_dtype = dtypes.compute_dtype(self.input_dtype)
         self.compute = dtypes.compute_dtype(self.input_dtype, self.route.backend)
         self.ndim = len(x.shape)
 

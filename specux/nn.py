@@ -45,7 +45,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 import specux
 from specux import twins
-from specux.compat.torch_compat import plain_eager
+from specux.compat.torch_compat import autocast_on, plain_eager
 from specux.engines import TorchEngine
 from specux.meta import matrices
 from specux.meta.params import StftParams, signal_length, stft_params
@@ -291,7 +291,8 @@ class _Banded(_Module):
         if x.dim() < 1:
             raise ValueError("x has 0 dimensions: this transform needs at least 1")
         signal_length("x", x.shape[-1], self._stft)
-        return x.to(compute), x.dtype
+        # inside torch.autocast results stay in the compute dtype, as the functions' do
+        return x.to(compute), compute if autocast_on(x.device.type) else x.dtype
 
     def _filterbank(self, x: torch.Tensor, bank: torch.Tensor, power: float, output: str,
                     eps: float) -> torch.Tensor:  # fmt: skip

@@ -1048,6 +1048,16 @@ def test_autocast_computes_in_float32():
         (got,) = torch.autograd.grad(out.sum(), leaf)
         assert got.dtype == F32, name
         assert rel_peak(_host(got), _host(want)) <= F32_REL, name
+    # Half inputs (a layer's output under autocast) compute and return float32 too, as
+    # torch's spectral ops do (tests/test_autocast.py on the CPU): not the storage rule.
+    for half in (torch.float16, torch.bfloat16):
+        xh = x.to(half)
+        for name, fn in calls.items():
+            want = fn(xh.float())
+            with torch.autocast(DEVICE.type, dtype=half):
+                got = fn(xh)
+            assert got.dtype == want.dtype, (name, half)
+            assert_matches_cpu(got, want, db=name == "mel-db", what=f"{name} {half}")
 
 
 def test_results_follow_the_current_stream():

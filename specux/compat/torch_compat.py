@@ -167,3 +167,27 @@ def plain_eager() -> bool:
         return False
     dispatch_stack, function_stack, functorch_active = probes
     return not (dispatch_stack() or function_stack() or functorch_active())
+
+
+
+# device type -> the name of its autocast dispatch key (the keys torch.library.register_autocast
+# registers at)
+_AUTOCAST_KEYS = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA", "mps": "AutocastMPS"}
+_autocast_keys: dict = {}  # filled on the first call (the ops' declarations, at import)
+
+
+def autocast_keys() -> dict:
+    """``{device type: autocast dispatch key}`` for the device types this torch autocasts."""
+    if not _autocast_keys:
+        torch = torch_module()
+        for device, name in _AUTOCAST_KEYS.items():
+            key = getattr(torch._C.DispatchKey, name, None)
+            if key is not None and torch._C._is_autocast_available(device):
+                _autocast_keys[device] = key
+    return _autocast_keys
+
+
+def autocast_on(device: str) -> bool:
+    """Whether an autocast region is active for ``device`` (a device type) in this thread
+    (torch is imported: the caller holds a tensor)."""
+    return device in autocast_keys() and sys.modules["torch"].is_autocast_enabled(device)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from specux.compat import arrays
-from specux.compat.torch_compat import dtype_name, plain_eager
+from specux.compat.torch_compat import autocast_keys, autocast_on, dtype_name, plain_eager
 from specux.meta import dtypes
 from specux.ops import _checks
 
@@ -58,10 +58,43 @@ def declare(
                            kernel if checker is None else _checked(checker, kernel))
     if backward is not None:
         torch.library.register_autograd(qualname, backward, setup_context=setup_context)
+    _autocast(name)
     OPS[name] = OpInfo(name, schema, tuple(kernels))
     _KERNELS[name] = dict(kernels)
     if backward is not None and setup_context is not None:
         _eager_autograd(name, backward, setup_context)
+
+
+# Inside torch.autocast the transforms compute in float32 (API.md), as torch's own spectral
+# ops do: half-precision inputs are cast up, so the results are float32 / complex64.
+_AUTOCAST_CASTS = {torch.float16: torch.float32, torch.bfloat16: torch.float32,
+                   torch.complex32: torch.complex64}  # fmt: skip
+_autocast_libraries: list = []  # registrations live as long as the process
+
+
+def _autocast(name: str) -> None:
+    """Register ``specux::name``'s autocast rule on every device type torch autocasts: its
+    float16 / bfloat16 / complex32 tensors cast to float32 / complex64, then the op runs with
+    that device's autocast off (torch.library.register_autocast's pattern, which would leave
+    complex32 inputs in half precision and cast float64 nowhere, as here)."""
+    op = getattr(torch.ops.specux, name).default
+    library = torch.library.Library(NAMESPACE, "FRAGMENT")
+    _autocast_libraries.append(library)
+    for key in autocast_keys().values():
+
+        def run(*args, key=key):
+            with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
+                return op(*(_float32(a) for a in args))
+
+        op.py_impl(key)(run)  # traced calls (the Python dispatcher)
+        library.impl(name, lambda _keys, *args, run=run: run(*args), key.name,
+                     with_keyset=True)  # fmt: skip
+
+
+def _float32(arg):
+    if isinstance(arg, torch.Tensor) and arg.dtype in _AUTOCAST_CASTS:
+        return arg.to(_AUTOCAST_CASTS[arg.dtype])
+    return arg
 
 
 def _checked(checker: Callable, kernel: Callable) -> Callable:
@@ -135,8 +168,8 @@ def _plain_device(args) -> tuple[str | None, bool]:
                 device = kind
             elif kind != device:
                 return None, False
-    if device is None or not plain_eager():
-        return None, False
+    if device is None or not plain_eager() or autocast_on(device):
+        return None, False  # (autocast: the op's rule casts the inputs, _autocast)
     return device, grad
 
 
