@@ -4,6 +4,8 @@
 ``torch.ops.specux.*`` custom ops are registered (fake kernels, CPU kernels, analytic backward).
 """
 
+import sys as _sys
+
 from specux._version import __version__
 from specux.api import (
     ParameterError,
@@ -25,7 +27,7 @@ from specux.api import (
     stft,
 )
 from specux.compat.torch_compat import torch_module as _torch_module
-from specux.errors import BackendUnavailableError
+from specux.errors import AxisError, BackendUnavailableError
 from specux.features import chroma, cqt, fftconvolve, lfcc, melspectrogram, mfcc, vqt
 from specux.meta import filters
 from specux.meta.filters import hz_to_mel, mel_to_hz
@@ -33,6 +35,10 @@ from specux.meta.windows import get_window
 from specux.options import deterministic, is_deterministic
 from specux.plans import Plan, autotune, plan
 from specux.twins import CQT, ISTFT, LFCC, MFCC, STFT, VQT, Chroma, FFTConvolve, MelSpectrogram
+
+# `specux.filters` is specux.meta.filters: importable under its public name too
+# (`from specux.filters import mel`), as the same module object
+_sys.modules.setdefault(__name__ + ".filters", filters)
 
 
 def clear_cache() -> None:
@@ -66,6 +72,7 @@ __all__ = [
     "LFCC",
     "MFCC",
     "STFT",
+    "AxisError",
     "BackendUnavailableError",
     "Chroma",
     "FFTConvolve",

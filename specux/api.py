@@ -80,6 +80,15 @@ def _size(name: str, value: Any) -> int:
     return params.as_int(name, value, minimum=1)
 
 
+def _s_entry(value: Any) -> int:
+    """An entry of ``s`` other than -1 (which keeps the axis's size)."""
+    size = params.as_int("s", value)
+    if size < 1:
+        raise ValueError(f"s={value} is out of range: each entry must be >= 1, or -1 to keep "
+                         "the axis's size")  # fmt: skip
+    return size
+
+
 # ---------------------------------------------------------------------------------------------
 # FFT family (numpy / torch.fft semantics)
 
@@ -184,7 +193,7 @@ def _nd_axes(call: _Call, x, s, dim, axes, default_last: int | None, name: str):
         dim = None  # the last two axes, with the message for inputs of fewer dimensions
     if s is not None:
         s = _entries(s) if _is_sequence(s) else (s,)
-        s = tuple(v if _is_minus_one(v) else _size("s", v) for v in s)
+        s = tuple(v if _is_minus_one(v) else _s_entry(v) for v in s)
     if dim is None:
         # the 2-D transforms' axes are the last two whatever s holds (numpy and torch raise
         # for an s of another length too); the N-D ones take the last len(s)

@@ -10,4 +10,12 @@ class BackendUnavailableError(RuntimeError):
     """
 
 
-__all__ = ["BackendUnavailableError"]
+class AxisError(ValueError, IndexError):
+    """An axis (``dim`` / ``axis`` / ``axes``) outside the input's dimensions.
+
+    A ValueError, as API.md's errors are, and an IndexError, as numpy.fft and torch.fft raise
+    for it (numpy's own AxisError is both too), so code written against either catches it.
+    """
+
+
+__all__ = ["AxisError", "BackendUnavailableError"]

@@ -788,3 +788,12 @@ def test_htk_and_base_c_are_booleans(value, x):
     _raises(specux.ParameterError, "base_c", specux.chroma, x, sr=16000, n_fft=N_FFT,
             base_c=value)  # fmt: skip
     _raises(specux.ParameterError, "base_c", specux.filters.cq_to_chroma, 84, base_c=value)
+
+
+def test_filters_import_under_their_public_name():
+    # API.md's `specux.filters` is importable as a module too, the same one
+    import specux.filters
+    from specux.filters import mel
+
+    assert specux.filters is sys.modules["specux.filters"]
+    assert mel is specux.filters.mel is specux.meta.filters.mel

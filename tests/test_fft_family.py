@@ -418,7 +418,7 @@ def test_nd_bad_s_and_dim(fn, rng):
         f(x, dim=(0, 0))  # repeated axis
     with pytest.raises(ValueError, match="dim"):
         f(x, dim=(0, 3))  # out of range
-    with pytest.raises(ValueError, match="s"):
+    with pytest.raises(ValueError, match=r"s=0 is out of range: each entry must be >= 1, or -1"):
         f(x, s=(4, 0))
     with pytest.raises(specux.ParameterError, match="s"):
         f(x, s=(4, 8.0))
@@ -772,3 +772,21 @@ def test_zero_dim_input(fn):
     dtype = np.complex128 if ALL_FNS[fn][0] == "complex" else np.float64
     with pytest.raises(ValueError):
         getattr(specux, fn)(np.ones((), dtype))
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_an_axis_out_of_range_is_an_index_error_as_in_numpy_and_torch(lib, rng):
+    # specux.AxisError is a ValueError (API.md's errors) and an IndexError (numpy.fft and
+    # torch.fft raise one), so code written against either catches it
+    x = to_lib(make(rng, (3, 8), "complex128", 64), lib)
+    calls = [
+        lambda: specux.fft(x, dim=2),
+        lambda: specux.rfft(x.real, axis=-3),
+        lambda: specux.fftn(x, dim=(0, 2)),
+        lambda: specux.irfft2(x, axes=(-3, -1)),
+        lambda: specux.fftconvolve(x.real, x.real, dim=2),
+    ]
+    for call in calls:
+        for kind in (IndexError, ValueError, specux.AxisError):
+            with pytest.raises(kind, match="out of range for an input with 2 dimensions"):
+                call()

@@ -15,7 +15,10 @@ from typing import Any
 import numpy as np
 
 from specux.compat.torch_compat import static_scalar
-from specux.errors import BackendUnavailableError  # noqa: F401 - re-exported for callers
+from specux.errors import (
+    AxisError,
+    BackendUnavailableError,  # noqa: F401 - re-exported for callers
+)
 
 
 class ParameterError(ValueError, TypeError):
@@ -150,7 +153,7 @@ def axis(name: str, value: Any, ndim: int) -> int:
     """A single axis, negative allowed, returned non-negative."""
     value = as_int(name, value)
     if not -ndim <= value < ndim:
-        raise ValueError(f"{name}={value} is out of range for an input with {ndim} dimensions")
+        raise AxisError(f"{name}={value} is out of range for an input with {ndim} dimensions")
     return value % ndim
 
 
