@@ -15,7 +15,10 @@ from specux.compat.torch_compat import compiling
 from specux.errors import BackendUnavailableError
 from specux.meta.params import backend_name
 
-_DEVICE_BACKEND = {"cpu": "cpu", "cuda": "cuda", "mps": "metal"}
+# where a tensor's device type runs by default; meta tensors (shapes and dtypes only) take the
+# CPU route, where the ops' fake kernels answer them through the dispatcher (no CPU kernel
+# is registered for the meta device)
+_DEVICE_BACKEND = {"cpu": "cpu", "cuda": "cuda", "mps": "metal", "meta": "cpu"}
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,8 @@ def route(x: Any, backend: Any = "auto", name: str = "x", family: str | None = N
     natural = _DEVICE_BACKEND.get(device_type)
     if natural is None:
         raise BackendUnavailableError(
-            f"{name} lives on a {device_type!r} device; specux runs on cpu, cuda and mps only"
+            f"{name} lives on a {device_type!r} device; specux runs on cpu, cuda and mps "
+            "(and takes meta tensors, for shapes)"
         )
     what = f"a {library} array on {device_type}"
     if backend == "auto":

@@ -114,3 +114,34 @@ def test_cuda_matrix_width_is_checked_before_any_kernel_reads():
         transforms._bands(None, torch.zeros(20, 80), "", "float32", 81, "x")
     with pytest.raises(ValueError, match="2-D"):
         transforms._bands(None, torch.zeros(20, 80, 1), "", "float32", 80, "x")
+
+
+def test_public_functions_take_meta_tensors_for_shapes():
+    # Meta tensors (shape inference, models built on the meta device) take the CPU route,
+    # where the ops' fake kernels answer them: the shape and dtype of the CPU result.
+    import numpy as np
+
+    calls = {
+        "fft": lambda t: specux.fft(t, n=1000),
+        "irfft": lambda t: specux.irfft(specux.rfft(t)),
+        "rfft2": lambda t: specux.rfft2(t),
+        "stft-db": lambda t: specux.stft(t, n_fft=511, hop_length=100, output="db"),
+        "istft": lambda t: specux.istft(specux.stft(t, n_fft=512), n_fft=512, length=3000),
+        "melspectrogram": lambda t: specux.melspectrogram(t, sr=16000, output="db", top_db=80.0),
+        "mfcc": lambda t: specux.mfcc(t, sr=16000, n_fft=512),
+        "lfcc": lambda t: specux.lfcc(t, sr=16000, n_fft=512),
+        "cqt": lambda t: specux.cqt(t, sr=16000, hop_length=256, n_bins=48),
+        "chroma-cqt": lambda t: specux.chroma(t, sr=16000, source="cqt"),
+        "fftconvolve": lambda t: specux.fftconvolve(t, t[..., :100], mode="valid"),
+    }
+    for dtype in (torch.float32, torch.float64):
+        x = torch.from_numpy(np.random.default_rng(0).standard_normal((2, 3, 3000))).to(dtype)
+        for name, fn in calls.items():
+            want = fn(x)
+            got = fn(x.to("meta"))
+            assert got.device.type == "meta", name
+            assert got.shape == want.shape and got.dtype == want.dtype, (name, dtype)
+    meta = torch.empty(2, 3000, device="meta")
+    assert specux.stft(meta, n_fft=256, backend="cpu").shape == (2, 129, 47)
+    with pytest.raises(specux.BackendUnavailableError, match="does not match x"):
+        specux.stft(meta, n_fft=256, backend="cuda")

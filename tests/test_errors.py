@@ -797,3 +797,16 @@ def test_filters_import_under_their_public_name():
 
     assert specux.filters is sys.modules["specux.filters"]
     assert mel is specux.filters.mel is specux.meta.filters.mel
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_cpu_ops_refuse_half_tensors_by_name():
+    # The public functions widen half inputs on the CPU before an op runs; a direct op call
+    # with one gets a TypeError naming the argument, not numpy's "complex32 not understood".
+    x = torch.randn(2, 600)
+    _raises(TypeError, r"specux::r2c on the CPU takes float32 / float64 tensors, got x of "
+            r"dtype torch.float16", torch.ops.specux.r2c, x.half(), [-1], "backward")  # fmt: skip
+    _raises(TypeError, r"specux::stft on the CPU .* got window of dtype torch.bfloat16",
+            torch.ops.specux.stft, x, torch.ones(256, dtype=torch.bfloat16), "array", 256, 64,
+            256, True, "constant", False, True, "power", 1e-10)  # fmt: skip
+    assert specux.rfft(x.half()).dtype == torch.complex32  # the function: the storage rule

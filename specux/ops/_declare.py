@@ -49,6 +49,8 @@ def declare(
     # torch.library.define + impl dispatch in about half the host time of @custom_op.
     torch.library.define(qualname, schema)
     kernels = {device: _not_views(kernel) for device, kernel in kernels.items()}
+    if "cpu" in kernels:
+        kernels["cpu"] = _full_width(name, schema, kernels["cpu"])
     checker = getattr(_checks, name, None)  # the raw op's argument checks
     if checker is not None:
         fake = _checked(checker, fake)
@@ -105,6 +107,30 @@ def _checked(checker: Callable, kernel: Callable) -> Callable:
     @functools.wraps(kernel)
     def run(*args):
         checker(*args)
+        return kernel(*args)
+
+    return run
+
+
+_HALF = frozenset({torch.float16, torch.bfloat16, torch.complex32})
+
+
+def _full_width(name: str, schema: str, kernel: Callable) -> Callable:
+    """``kernel`` (a CPU kernel: numpy, float32 / float64 only) refusing half-precision
+    tensors with a TypeError that names the argument. The public functions widen half inputs
+    before they reach an op on the CPU; a direct ``torch.ops.specux`` call must too (numpy
+    has no complex32: it raised its own unhelpful TypeError)."""
+    names = [part.split()[-1] for part in schema[1 : schema.index(")")].split(",")]
+
+    @functools.wraps(kernel)
+    def run(*args):
+        for arg_name, arg in zip(names, args):
+            if isinstance(arg, torch.Tensor) and arg.dtype in _HALF:
+                raise TypeError(
+                    f"specux::{name} on the CPU takes float32 / float64 tensors, got {arg_name} "
+                    f"of dtype {arg.dtype}: cast it (.float()), or call the specux function, "
+                    "which computes half inputs in float32"
+                )
         return kernel(*args)
 
     return run
