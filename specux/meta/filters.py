@@ -547,7 +547,8 @@ def linear(
     n_filter : int >= 1
         Number of triangles (rows).
     fmin, fmax : float
-        Lowest/highest corner in Hz, ``0 <= fmin < fmax <= sr / 2``; ``None`` = ``sr / 2``.
+        Lowest/highest corner in Hz, ``0 <= fmin < fmax <= sr / 2``; ``None`` = ``sr // 2``
+        (torchaudio's LFCC default: the top of the grid, ``sr / 2`` for an even ``sr``).
     dtype : real floating dtype
         dtype of the returned (cast, read-only) array.
 
@@ -563,6 +564,8 @@ def linear_params(sr: object, n_fft: object, n_filter: object, fmin: object, fma
     sr_ = _positive_param("sr", sr)
     n_fft_ = _int_param("n_fft", n_fft, 1)
     n_filter_ = _int_param("n_filter", n_filter, 1)
+    if fmax is None:  # torchaudio's LFCC default, the top of linear_fbanks' grid
+        fmax = float(sr_ // 2)
     fmin_, fmax_ = _band_params(sr_, fmin, fmax)
     return sr_, n_fft_, n_filter_, fmin_, fmax_
 
