@@ -93,7 +93,8 @@ def melspectrogram(
     eps = params.eps_value(eps)
     top_db = _top_db(top_db)
     if top_db is not None and output != "db":
-        raise ValueError("top_db is a dB range: it needs output='db'")
+        raise ValueError(f"top_db={top_db} is a dB range: it needs output='db', got "
+                         f"output={output!r}")  # fmt: skip
     out = _filterbank_spectrogram(call, x, p, w, power, bank, output, eps)
     if top_db is not None:
         out = call.engine.clip_top_db(out, top_db)

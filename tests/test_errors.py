@@ -810,3 +810,11 @@ def test_cpu_ops_refuse_half_tensors_by_name():
             torch.ops.specux.stft, x, torch.ones(256, dtype=torch.bfloat16), "array", 256, 64,
             256, True, "constant", False, True, "power", 1e-10)  # fmt: skip
     assert specux.rfft(x.half()).dtype == torch.complex32  # the function: the storage rule
+
+
+def test_top_db_needs_db_output():
+    # API.md: top_db clips dB values; with power output it is refused, naming both values
+    x = np.zeros((2, 4000))
+    _raises(ValueError, r"top_db=80.0 is a dB range: it needs output='db', got output='power'",
+            specux.melspectrogram, x, sr=16000, top_db=80.0)  # fmt: skip
+    assert specux.melspectrogram(x, sr=16000, top_db=80.0, output="db").shape == (2, 128, 8)
