@@ -417,13 +417,21 @@ def _chroma_cqt(x, *, sr, n_chroma, tuning, norm, hop_length, backend, extra):
     # One call for the whole chain: the fold, threshold and normalization stay in the compute
     # dtype and only the chroma is cast back (float16 input is rounded once).
     call = _Call(x, backend, family="chroma")
-    magnitude = _constant_q(
-        call, x, "magnitude", 1e-10, extra.get("pad_mode", "constant"), sr=sr,
-        hop_length=hop_length, fmin=fmin, n_bins=n_bins, bins_per_octave=bins_per_octave,
-        tuning=tuning, filter_scale=extra.get("filter_scale", 1.0),
-        norm=cqt_norm, window=extra.get("window", "hann"), scale=True,
-        gamma=0.0,
-    )  # fmt: skip
+    try:
+        magnitude = _constant_q(
+            call, x, "magnitude", 1e-10, extra.get("pad_mode", "constant"), sr=sr,
+            hop_length=hop_length, fmin=fmin, n_bins=n_bins, bins_per_octave=bins_per_octave,
+            tuning=tuning, filter_scale=extra.get("filter_scale", 1.0),
+            norm=cqt_norm, window=extra.get("window", "hann"), scale=True,
+            gamma=0.0,
+        )  # fmt: skip
+    except ValueError as error:
+        if f"n_bins={n_bins}" not in str(error):
+            raise
+        # the CQT's message names its n_bins, which chroma does not take
+        raise ValueError(f"{error} (chroma(source='cqt') takes n_bins = n_octaves * "
+                         f"bins_per_octave = {n_octaves} * {bins_per_octave}: reduce "
+                         f"n_octaves={n_octaves})") from error  # fmt: skip
     out = call.engine.project(magnitude, fold)
     if threshold > 0:
         out = call.engine.threshold(out, threshold)

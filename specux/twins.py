@@ -269,6 +269,11 @@ class FFTConvolve(Twin):
         ndim = 1
         if isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
             ndim = max(1, dim + 1 if dim >= 0 else -dim)
+            kernel = None if "y" in self.arrays else self._params.get("y")
+            if dim >= 0 and hasattr(kernel, "shape"):
+                # a dim counted from the front needs a signal of the bound kernel's
+                # dimensions (fftconvolve refuses others as ambiguous)
+                ndim = max(1, len(kernel.shape))
         return tuple(_zeros((1,) * ndim, like) for _ in self.arrays)
 
 

@@ -818,3 +818,10 @@ def test_top_db_needs_db_output():
     _raises(ValueError, r"top_db=80.0 is a dB range: it needs output='db', got output='power'",
             specux.melspectrogram, x, sr=16000, top_db=80.0)  # fmt: skip
     assert specux.melspectrogram(x, sr=16000, top_db=80.0, output="db").shape == (2, 128, 8)
+
+
+def test_chroma_cqt_nyquist_error_names_n_octaves():
+    # the CQT's Nyquist check names its n_bins; chroma(source="cqt") takes n_octaves
+    _raises(ValueError, r"exceed the Nyquist.*n_bins = n_octaves \* bins_per_octave = 9 \* 36: "
+            r"reduce n_octaves=9", specux.chroma, np.zeros(22050), sr=22050, source="cqt",
+            n_octaves=9)  # fmt: skip

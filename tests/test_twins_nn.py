@@ -123,6 +123,23 @@ def test_twin_fftconvolve_binds_its_kernel():
         twins.FFTConvolve(h, "bogus")
 
 
+def test_bound_kernel_with_a_dim_from_the_front():
+    """A dim counted from the front with a bound kernel of several dimensions constructs
+    (the probe signal takes the kernel's dimensions; a 1-D probe was refused as ambiguous)
+    and equals the function; a dim past the kernel's axes is out of range at construction."""
+    x, h = _signal((600, 2)), _signal((33, 1), seed=3)
+    ref = specux.fftconvolve(x, h, dim=0)
+    for conv in (twins.FFTConvolve(h, dim=0), twins.FFTConvolve(y=h, dim=0)):
+        np.testing.assert_array_equal(conv(x), ref)
+    module = nn.FFTConvolve(torch.from_numpy(h), dim=0)
+    np.testing.assert_array_equal(module(torch.from_numpy(x)).numpy(), ref)
+    x3, h3 = _signal((2, 50, 4)), _signal((2, 20, 4), seed=4)
+    got = twins.FFTConvolve(h3, mode="valid", dim=1)(x3)
+    np.testing.assert_array_equal(got, specux.fftconvolve(x3, h3, mode="valid", dim=1))
+    with pytest.raises(ValueError, match="dim=2 is out of range for an input with 2 dimensions"):
+        twins.FFTConvolve(h, dim=2)
+
+
 def test_twin_positional_parameters_repr_and_params():
     a, b = twins.STFT(512, 128), twins.STFT(n_fft=512, hop_length=128)
     x = _signal((1000,))
