@@ -169,7 +169,6 @@ def plain_eager() -> bool:
     return not (dispatch_stack() or function_stack() or functorch_active())
 
 
-
 # device type -> the name of its autocast dispatch key (the keys torch.library.register_autocast
 # registers at)
 _AUTOCAST_KEYS = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA", "mps": "AutocastMPS"}

@@ -50,7 +50,7 @@ def declare(
     torch.library.define(qualname, schema)
     kernels = {device: _not_views(kernel) for device, kernel in kernels.items()}
     if "cpu" in kernels:
-        kernels["cpu"] = _full_width(name, schema, kernels["cpu"])
+        kernels["cpu"] = _full_width(name, kernels["cpu"])
     checker = getattr(_checks, name, None)  # the raw op's argument checks
     if checker is not None:
         fake = _checked(checker, fake)
@@ -77,8 +77,8 @@ _autocast_libraries: list = []  # registrations live as long as the process
 def _autocast(name: str) -> None:
     """Register ``specux::name``'s autocast rule on every device type torch autocasts: its
     float16 / bfloat16 / complex32 tensors cast to float32 / complex64, then the op runs with
-    that device's autocast off (torch.library.register_autocast's pattern, which would leave
-    complex32 inputs in half precision and cast float64 nowhere, as here)."""
+    that device's autocast off (torch.library.register_autocast's pattern; that helper casts
+    real floating tensors only, and would leave complex32 ones in half precision)."""
     op = getattr(torch.ops.specux, name).default
     library = torch.library.Library(NAMESPACE, "FRAGMENT")
     _autocast_libraries.append(library)
@@ -115,17 +115,19 @@ def _checked(checker: Callable, kernel: Callable) -> Callable:
 _HALF = frozenset({torch.float16, torch.bfloat16, torch.complex32})
 
 
-def _full_width(name: str, schema: str, kernel: Callable) -> Callable:
+def _full_width(name: str, kernel: Callable) -> Callable:
     """``kernel`` (a CPU kernel: numpy, float32 / float64 only) refusing half-precision
     tensors with a TypeError that names the argument. The public functions widen half inputs
     before they reach an op on the CPU; a direct ``torch.ops.specux`` call must too (numpy
     has no complex32: it raised its own unhelpful TypeError)."""
-    names = [part.split()[-1] for part in schema[1 : schema.index(")")].split(",")]
+    arguments = getattr(torch.ops.specux, name).default._schema.arguments
+    tensors = [(i, a.name) for i, a in enumerate(arguments) if "Tensor" in str(a.type)]
 
     @functools.wraps(kernel)
     def run(*args):
-        for arg_name, arg in zip(names, args):
-            if isinstance(arg, torch.Tensor) and arg.dtype in _HALF:
+        for i, arg_name in tensors:
+            arg = args[i]
+            if arg is not None and arg.dtype in _HALF:
                 raise TypeError(
                     f"specux::{name} on the CPU takes float32 / float64 tensors, got {arg_name} "
                     f"of dtype {arg.dtype}: cast it (.float()), or call the specux function, "
