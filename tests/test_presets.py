@@ -157,6 +157,41 @@ def test_librosa_mfcc_batch_clips_against_the_loudest_signal(kwargs):
     assert rel_l2(got_torch.numpy(), ref) <= F64
 
 
+def test_librosa_batch_mfcc_dct_types_and_n_mfcc_check():
+    # the batch path builds its DCT rows from the same spec as specux.mfcc: its checks name
+    # librosa's n_mfcc / n_mels, and every DCT type and lifter matches librosa
+    y = _levels((2, 16000), [1.0, 0.1])
+    for kwargs in MFCC_CASES[2:]:
+        got, ref = sl.mfcc(y, **kwargs), librosa.feature.mfcc(y=y, dtype=np.float64, **kwargs)
+        assert got.shape == ref.shape and rel_l2(got, ref) <= F64, kwargs
+    with pytest.raises(ValueError, match=r"n_mfcc=200 is out of range: .*\(n_mels=128\)"):
+        sl.mfcc(y, n_mfcc=200)
+
+
+def test_librosa_float16_signal_computes_and_returns_float32():
+    # librosa computes a float16 signal in float32 (its stft is complex64); the preset does
+    # too, where specux's functions keep float16 storage (a 0.9-amplitude tone's unnormalized
+    # mel power, ~2.5e5, overflows float16)
+    t = np.arange(22050) / 22050
+    y = (0.9 * np.sin(2 * np.pi * 440 * t)).astype(np.float16)
+    y32 = y.astype(np.float32)
+    calls = [
+        (lambda s: sl.stft(s), lambda s: librosa.stft(s)),
+        (lambda s: sl.melspectrogram(s, norm=None),
+         lambda s: librosa.feature.melspectrogram(y=s, norm=None)),
+        (lambda s: sl.mfcc(s), lambda s: librosa.feature.mfcc(y=s)),
+        (lambda s: sl.chroma_stft(s, tuning=0.0),
+         lambda s: librosa.feature.chroma_stft(y=s, tuning=0.0)),
+    ]  # fmt: skip
+    for ours, theirs in calls:
+        got, ref = ours(y), theirs(y)
+        assert got.dtype == ref.dtype and got.dtype in (np.float32, np.complex64)
+        assert np.all(np.isfinite(got))
+        assert np.array_equal(got, ours(y32))  # the float32 computation exactly
+        assert rel_peak(got, ref) <= F32
+    assert specux.melspectrogram(y, sr=22050, norm=None).dtype == np.float16  # specux's rule
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

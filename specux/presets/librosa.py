@@ -7,7 +7,9 @@ float32 unless given ``dtype=np.float64``; specux builds them in float64, so on 
 two differ by about 1e-7 relative when librosa keeps its float32 default.
 
 The signal may be a numpy, torch or cupy array, time last, with any leading axes; results come
-back in its library (differentiable for torch, except where a step is noted as host-side).
+back in its library (differentiable for torch, except where a step is noted as host-side). A
+float16 numpy or cupy signal is computed and returned in float32, as librosa does (specux's own
+functions keep float16 storage); torch tensors follow specux's precision rules.
 
 Not taken from librosa: precomputed inputs (``S=``, ``C=``), callable windows, and the
 ``dtype=`` / ``out=`` arguments; :func:`cqt` / :func:`vqt`'s ``sparsity`` and ``res_type``
@@ -16,8 +18,14 @@ Not taken from librosa: precomputed inputs (``S=``, ``C=``), callable windows, a
 constant, reflect, edge and wrap (``"symmetric"``, ``"linear_ramp"`` ...), windows other than
 hann, hamming, blackman, bartlett, boxcar and the kaiser / gaussian tuples (``"triang"``,
 ``("tukey", 0.5)`` ...), chroma's ``norm`` 0 or ``-np.inf`` and ``octwidth=0``, and
-``n_mfcc`` above ``n_mels``. :func:`istft` raises ``ValueError`` where the window-sum-square
-envelope vanishes (NOLA fails) instead of leaving those samples unnormalized.
+``n_mfcc`` above ``n_mels``; and the values specux's own checks refuse: ``fmax`` above
+``sr / 2`` (librosa leaves the bands past Nyquist empty), ``fmin`` negative or above
+``fmax``, ``n_mels``, ``n_mfcc`` or ``power`` of 0, a float window (scipy's kaiser beta), a
+real ``stft_matrix`` (a TypeError) or one whose bins do not match ``n_fft`` in :func:`istft`, and
+:func:`cqt`'s ``norm=0``. Those messages name specux's parameters (``x`` for ``y``), except
+the TypeError for a ``y`` that is not an array. :func:`istft` raises ``ValueError`` where
+the window-sum-square envelope vanishes (NOLA fails) instead of leaving those samples
+unnormalized.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import numpy as np
 import specux
 from specux.compat.arrays import library_of
 from specux.features import dct_of_db
+from specux.meta import matrices
 
 __all__ = [
     "amplitude_to_db",
@@ -60,7 +69,7 @@ def stft(
     ``hop_length`` defaults to ``win_length // 4``, ``win_length`` to ``n_fft``; frames are
     centred (zero padding, ``pad_mode="constant"``) by default.
     """
-    _signal(y)
+    y = _signal(y)
     return specux.stft(
         y, n_fft=n_fft, hop_length=hop_length, win_length=win_length, window=window,
         center=center, pad_mode=pad_mode, backend=backend,
@@ -112,7 +121,7 @@ def melspectrogram(
     The mel filters are ``librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin,
     fmax=fmax, htk=htk, norm=norm)`` built in float64.
     """
-    _signal(y)
+    y = _signal(y)
     return specux.melspectrogram(
         y, sr=sr, n_fft=n_fft, hop_length=hop_length, win_length=win_length, window=window,
         center=center, pad_mode=pad_mode, power=power, n_mels=n_mels, fmin=fmin, fmax=fmax,
@@ -155,7 +164,7 @@ def mfcc(
         "center": center, "pad_mode": pad_mode, "power": power, "n_mels": n_mels, "fmin": fmin,
         "fmax": fmax, "htk": htk,
     }  # fmt: skip
-    _signal(y)
+    y = _signal(y)
     if math.prod(y.shape[:-1]) <= 1:
         # One signal: its own peak is the array's, and specux.mfcc is the fused path.
         return specux.mfcc(
@@ -166,8 +175,9 @@ def mfcc(
     log_mel = power_to_db(mel)
     if _library(log_mel) == "torch":  # the project op: torch.compile traces it
         return dct_of_db(log_mel, n_mfcc, dct_type, norm, lifter, backend=backend)
-    rows = specux.filters.dct(n_mfcc, log_mel.shape[-2], dct_type=dct_type, norm=norm)
-    rows = specux.filters.lifter_weights(n_mfcc, lifter)[:, np.newaxis] * rows
+    # (the spec checks n_mfcc against n_mels by their names, as specux.mfcc does)
+    rows = matrices.matrix(matrices.dct_spec(n_out=n_mfcc, n_in=log_mel.shape[-2],
+                                             dct_type=dct_type, norm=norm, lifter=lifter))
     return _constant_like(rows, log_mel) @ log_mel
 
 
@@ -198,7 +208,7 @@ def chroma_stft(
     spectrogram on the host and is not differentiable: pass ``tuning=0.0`` (A440) or a known
     value for torch inputs on a GPU, gradients through the tuning, or ``torch.compile``.
     """
-    _signal(y)
+    y = _signal(y)
     return specux.chroma(
         y, sr=sr, n_chroma=n_chroma, source="stft", tuning=tuning, norm=norm, n_fft=n_fft,
         hop_length=hop_length, win_length=win_length, window=window, center=center,
@@ -281,7 +291,7 @@ if hasattr(specux, "cqt"):
         each octave's at its downsampled rate, so for ``norm`` other than 1 its lower
         octaves are smaller than these by 2 ** (1 - 1 / norm) per halving of the rate
         (``norm=None`` as ``np.inf``: a factor 2; measured, 3 s chirp: 1.41 / 2 per octave)."""
-        _signal(y)
+        y = _signal(y)
         return specux.cqt(
             y, sr=sr, hop_length=hop_length, fmin=fmin, n_bins=n_bins,
             bins_per_octave=bins_per_octave, tuning=tuning, filter_scale=filter_scale,
@@ -312,7 +322,7 @@ if hasattr(specux, "vqt"):
     ) -> Any:
         """``librosa.vqt``: complex ``(..., n_bins, 1 + L // hop_length)``; ``gamma=None`` is
         librosa's ERB-based default; ``tuning`` and ``norm`` as :func:`cqt`."""
-        _signal(y)
+        y = _signal(y)
         return specux.vqt(
             y, sr=sr, hop_length=hop_length, fmin=fmin, n_bins=n_bins, gamma=gamma,
             bins_per_octave=bins_per_octave, tuning=tuning, filter_scale=filter_scale,
@@ -340,9 +350,15 @@ def _top_db(value: Any) -> float | None:
     return float(value)
 
 
-def _signal(y: Any) -> None:
-    """TypeError naming ``y`` (librosa's name) unless it is a numpy, torch or cupy array."""
-    library_of(y, "y")
+def _signal(y: Any) -> Any:
+    """``y``, a TypeError naming it (librosa's name) unless it is a numpy, torch or cupy
+    array; a float16 numpy / cupy array widened to float32, as librosa computes it (its
+    stft of float16 is complex64, its features float32), where specux's own functions would
+    round real results back to float16 (a loud tone's mel power overflows it)."""
+    library = library_of(y, "y")
+    if library in ("numpy", "cupy") and y.dtype == np.float16:
+        return y.astype(np.float32)
+    return y
 
 
 def _library(x: Any) -> str:

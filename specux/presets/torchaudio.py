@@ -17,7 +17,7 @@ follow torchaudio's formulas, including its quirks:
   ``amplitude_to_DB`` does; ``log_mels`` / ``log_lf`` use ``log(S + 1e-6)`` instead.
 
 They are :mod:`specux.nn` modules underneath (fused filterbank ops, autograd, ``torch.compile``),
-which differ from torchaudio in three ways:
+which differ from torchaudio in these ways:
 
 - buffers are built in float64 and stored in ``dtype`` (keyword, default float32), so
   ``dtype=torch.float64`` gives float64 filters (torchaudio computes its banks in float32);
@@ -25,7 +25,16 @@ which differ from torchaudio in three ways:
   ``(n_coefficients, n_bands)`` (torchaudio: ``mel_scale.fb`` ``(n_freq, n_mels)``, ``dct_mat``
   ``(n_mels, n_mfcc)``), so state dicts do not load across;
 - parameters are checked as specux checks them (``0 <= f_min < f_max <= sample_rate / 2``,
-  ``n_mfcc <= n_mels``, ...), at construction.
+  ``n_mfcc <= n_mels``, ``n_lfcc <= n_filter``, ...), at construction, and the messages
+  name specux's parameters (``fmax``, ``sr``); ``MelScale`` alone takes an ``f_max`` above
+  ``sample_rate / 2``, as torchaudio does (its bands past Nyquist stay empty);
+- they are not TorchScript-able (``torch.jit.script``; ``torch.compile`` and
+  ``torch.export`` work), ``Spectrogram`` has no ``return_complex`` (the complex spectrum
+  is what ``power=None`` returns), and the composite modules have no submodules
+  (``MFCC.MelSpectrogram``, ``MelSpectrogram.mel_scale``, ``LFCC.filter_mat`` ...);
+- of torchaudio.functional only ``melscale_fbanks`` and ``amplitude_to_DB`` are here; the
+  others have specux equivalents (``specux.filters.linear(...).T`` for ``linear_fbanks``,
+  ``specux.filters.dct(...).T`` for ``create_dct``, ``specux.fftconvolve``).
 """
 
 from __future__ import annotations
