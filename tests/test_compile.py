@@ -254,6 +254,31 @@ def test_export_istft_to_the_signals_length():
                                        atol=TOLERANCES["float64"])  # fmt: skip
 
 
+class _Conv(torch.nn.Module):
+    def __init__(self, mode):
+        super().__init__()
+        self.mode = mode
+
+    def forward(self, x, h):
+        return specux.fftconvolve(x, h, mode=self.mode)
+
+
+def test_export_fftconvolve_with_dynamic_lengths_in_every_mode():
+    """Both lengths dynamic: the "same" crop narrowed with a guard torch.export could not
+    prove ((K - 1) // 2 <= K - 1, "Constraints violated (K)"); it is a slice now."""
+    dims = ({1: torch.export.Dim("T", min=100, max=5000)},
+            {1: torch.export.Dim("K", min=2, max=99)})  # fmt: skip
+    x, h = torch.randn(2, 300, dtype=torch.float64), torch.randn(2, 17, dtype=torch.float64)
+    for mode in ("full", "same", "valid"):
+        conv = _Conv(mode)
+        ep = torch.export.export(conv, (x, h), dynamic_shapes=dims)
+        for n, k in ((1001, 40), (257, 2), (4000, 99)):
+            a = torch.randn(2, n, dtype=torch.float64)
+            b = torch.randn(2, k, dtype=torch.float64)
+            torch.testing.assert_close(ep.module()(a, b), conv(a, b), rtol=TOLERANCES["float64"],
+                                       atol=TOLERANCES["float64"])  # fmt: skip
+
+
 class _Spectrogram(torch.nn.Module):
     def forward(self, x):
         return specux.stft(x, 128, 32, output="db")
