@@ -40,7 +40,14 @@ import inspect
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError as error:  # `from specux import nn` / `import specux.nn`
+    raise ModuleNotFoundError(
+        "specux.nn holds torch.nn.Module versions of the transforms and needs torch, which "
+        "could not be imported (the functions and twins work without it)", name="torch"
+    ) from error
 from torch.utils.weak import WeakIdKeyDictionary
 
 import specux

@@ -24,8 +24,10 @@ from typing import Any
 
 from specux import options as _options
 from specux.compat.arrays import dtype_name, library_of
+from specux.compat.torch_compat import compiling
 from specux.errors import BackendUnavailableError
 from specux.meta.params import as_bool
+from specux.twins import short_repr
 
 # the transforms a plan can bind (API.md's functions whose first argument is the signal)
 _TRANSFORMS = ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2",
@@ -63,21 +65,28 @@ class Plan:
 
     def __init__(self, op: str | Callable, x: Any, **params: Any) -> None:
         self.op, self._function = _transform(op)
-        self.params = dict(params)
+        self._params = dict(params)
         self.library, self.shape, self.dtype, self.device = _layout(x)
         self.tuning = None  # autotune()'s report
         # Warm-up: checks the parameters and builds what the first call builds.
-        self._function(x, **self.params)
+        self._function(x, **self._params)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The bound parameters (a copy: a plan's parameters are fixed, checked when made)."""
+        return dict(self._params)
 
     def __call__(self, x: Any) -> Any:
         got = _layout(x)
         wanted = (self.library, self.shape, self.dtype, self.device)
         if got != wanted:
             names = ("library", "shape", "dtype", "device")
-            diffs = [f"{n} {g!r} (the plan's: {w!r})" for n, g, w in zip(names, got, wanted)
-                     if g != w]  # fmt: skip
+            # (x's values only in eager calls: a traced shape may be symbolic, which
+            # torch.compile cannot format)
+            diffs = [f"{n} {'differs' if compiling() else repr(g)} (the plan's: {w!r})"
+                     for n, g, w in zip(names, got, wanted) if g != w]  # fmt: skip
             raise ValueError(f"this {self.op} plan does not take x: its " + ", ".join(diffs))
-        return self._function(x, **self.params)
+        return self._function(x, **self._params)
 
     def autotune(self, *, backward: bool = False) -> Plan:
         """Time the plan's block-kernel variants on its CUDA device (module doc) with a
@@ -93,7 +102,7 @@ class Plan:
                 "plan with a CUDA torch tensor or a cupy array")  # fmt: skip
         sample = _sample(self.library, self.shape, self.dtype, self.device)
         if not as_bool("backward", backward):
-            self.tuning = _tune(lambda: self._function(sample, **self.params), self.library,
+            self.tuning = _tune(lambda: self._function(sample, **self._params), self.library,
                                 sample)  # fmt: skip
             return self
         if self.library != "torch" or not (sample.is_floating_point() or sample.is_complex()):
@@ -103,7 +112,7 @@ class Plan:
 
         def run():
             x = sample.detach().requires_grad_(True)
-            out = self._function(x, **self.params)
+            out = self._function(x, **self._params)
             total = (torch.view_as_real(out) if out.is_complex() else out).sum()
             (grad,) = torch.autograd.grad(total, x)
             return out.detach(), grad
@@ -112,8 +121,9 @@ class Plan:
         return self
 
     def __repr__(self) -> str:
+        params = ", ".join(f"{k}={short_repr(v)}" for k, v in self._params.items())
         return (f"Plan({self.op}, {self.library} {self.dtype} {self.shape} on {self.device}, "
-                f"{self.params})")  # fmt: skip
+                f"{{{params}}})")  # fmt: skip
 
 
 def plan(op: str | Callable, x: Any, **params: Any) -> Plan:

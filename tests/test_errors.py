@@ -486,6 +486,20 @@ def test_import_without_torch(tmp_path):
         else:
             raise AssertionError("specux.nn without torch")
         assert not hasattr(specux, "nn") and not hasattr(specux, "no_such_name")
+        for statement, needs in (("from specux import nn", "specux.nn"),
+                                 ("import specux.nn", "specux.nn"),
+                                 ("from specux.presets import torchaudio",
+                                  "specux.presets.torchaudio")):  # fmt: skip
+            try:
+                exec(statement)
+            except ImportError as error:  # names the module and what works without
+                assert needs in str(error) and "needs torch" in str(error), error
+                assert error.name == "torch"
+            else:
+                raise AssertionError(statement + " without torch")
+        from specux.presets import librosa as sl  # works without torch
+
+        assert sl.stft(x, n_fft=256).shape == (2, 129, 63)
         assert "torch" not in sys.modules
         print("OK")
         """

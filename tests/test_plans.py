@@ -56,6 +56,31 @@ def test_plan_checks_its_op_and_parameters_when_made(rng):
         specux.plan("stft", x, n_fft=0)
 
 
+def test_plan_params_are_a_copy_and_its_repr_summarizes_arrays(rng):
+    x = rng.standard_normal((2, 4000))
+    p = specux.plan("fftconvolve", x, y=rng.standard_normal((2, 33)), mode="same")
+    assert repr(p) == ("Plan(fftconvolve, numpy float64 (2, 4000) on cpu, "
+                       "{y=<numpy float64 array (2, 33)>, mode='same'})")  # fmt: skip
+    q = specux.plan("stft", x, n_fft=256)
+    q.params["n_fft"] = 512  # a copy: the plan keeps the parameters it checked
+    assert q.params["n_fft"] == 256 and q(x).shape == (2, 129, 63)
+
+
+@needs_torch
+def test_a_compiled_plan_names_what_differs():
+    # under torch.compile a second shape is symbolic: the message could not format it
+    # (torch raised "repr_impl not implemented"); it names the field and the plan's value
+    x = torch.randn(2, 4000)
+    p = specux.plan("stft", x, n_fft=256)
+    f = torch.compile(lambda t: p(t), fullgraph=True, backend="eager")
+    f(x)
+    with pytest.raises(Exception) as info:
+        f(torch.randn(2, 4002))
+    error = info.value if isinstance(info.value, ValueError) else info.value.__cause__
+    assert "this stft plan does not take x: its shape differs (the plan's: (2, 4000))" in str(
+        error)  # fmt: skip
+
+
 @needs_torch
 def test_a_torch_plan_keeps_gradients(rng):
     x = torch.from_numpy(rng.standard_normal((2, 1500)))

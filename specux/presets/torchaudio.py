@@ -48,7 +48,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError as error:
+    raise ModuleNotFoundError(
+        "specux.presets.torchaudio builds torch.nn.Module versions of torchaudio's transforms "
+        "and needs torch, which could not be imported (specux.presets.librosa works without it)",
+        name="torch",
+    ) from error
 
 import specux
 import specux.nn
