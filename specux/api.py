@@ -5,6 +5,7 @@ Time is the last axis; leading axes are kept. See docs/api.md for the full contr
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -77,7 +78,8 @@ def _require_ndim(call: _Call, minimum: int, name: str = "x") -> None:
 
 
 def _size(name: str, value: Any) -> int:
-    return params.as_int(name, value, minimum=1)
+    # (what: no f-string of the value, which may be symbolic: formatting would pin it)
+    return params.as_size(name, value, what="a transform of that many points")
 
 
 def _s_entry(value: Any) -> int:
@@ -86,7 +88,7 @@ def _s_entry(value: Any) -> int:
     if size < 1:
         raise ValueError(f"s={value} is out of range: each entry must be >= 1, or -1 to keep "
                          "the axis's size")  # fmt: skip
-    return size
+    return _size("s", size)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,6 +222,8 @@ def _nd_axes(call: _Call, x, s, dim, axes, default_last: int | None, name: str):
         if name in ("irfftn", "irfft2") and kept:
             kept[-1] = 2 * (kept[-1] - 1)
         s = tuple(k if _is_minus_one(v) else v for k, v in zip(kept, s))
+        if all(type(v) is int for v in s):
+            params.check_memory("s", s, math.prod(s), "a transform of that many points")
     if not dims and name not in ("fftn", "ifftn"):
         raise ValueError(f"{name} must transform at least one axis (dim names none, or x is "
                          "0-d)")  # fmt: skip
@@ -472,7 +476,7 @@ def istft(
     if count == 0:
         raise ValueError("S has no frames (its last axis is empty)")
     if length is not None:
-        length = params.as_int("length", length, minimum=0)
+        length = params.as_size("length", length, minimum=0, what="the signal")
     w = _array_window(call, window, p)
     _check_same_device(S, w)
     spec = call.engine.cast(S, call.compute)

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from specux.compat.arrays import dtype_name, library_of
-from specux.meta.params import as_int, backend_name
+from specux.meta.params import as_int, as_size, backend_name
 
 __all__ = ["Twin", "STFT", "ISTFT", "MelSpectrogram", "MFCC", "LFCC", "Chroma", "FFTConvolve"]
 
@@ -143,6 +143,8 @@ class Twin:
     def probe(self, like: Any) -> tuple[Any, ...]:
         """Arrays of zeros to run the function on once (in ``like``'s library if given)."""
         n_fft = self._params.get("n_fft", 2048)
+        if _valid_int(n_fft):  # (a probe of n_fft zeros must fit, as the window must)
+            as_size("n_fft", n_fft, what="the n_fft-sample window")
         return (_zeros((n_fft if _valid_int(n_fft) else 1,), like),)
 
 

@@ -839,3 +839,59 @@ def test_chroma_cqt_nyquist_error_names_n_octaves():
     _raises(ValueError, r"exceed the Nyquist.*n_bins = n_octaves \* bins_per_octave = 9 \* 36: "
             r"reduce n_octaves=9", specux.chroma, np.zeros(22050), sr=22050, source="cqt",
             n_octaves=9)  # fmt: skip
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda x: specux.stft(x, n_fft=2**45), "n_fft"),
+    (lambda x: specux.STFT(n_fft=2**45), "n_fft"),
+    (lambda x: specux.fft(x, n=2**45), "n"),
+    (lambda x: specux.fftn(x, s=(2**45,)), "s"),
+    (lambda x: specux.rfftn(x[None].repeat(4, 0), s=(2**23, 2**23)), "s"),
+    (lambda x: specux.istft(specux.stft(x, n_fft=64), n_fft=64, length=2**45), "length"),
+    (lambda x: specux.melspectrogram(x, sr=22050, n_mels=2**36), "n_mels"),
+    (lambda x: specux.filters.mel(sr=22050, n_fft=2048, n_mels=2**30), "n_mels"),
+    (lambda x: specux.lfcc(x, sr=22050, n_filter=2**40), "n_filter"),
+    (lambda x: specux.chroma(x, sr=22050, n_chroma=2**40), "n_chroma"),
+    (lambda x: specux.filters.dct(2**22, 2**22), "n_filters"),
+    (lambda x: specux.get_window("hann", 2**45), "n"),
+])  # fmt: skip
+def test_sizes_past_the_machines_memory_are_refused_by_name(call, name):
+    # The brief: never a MemoryError (or the kernel's OOM killer) from a silly allocation.
+    # A size whose array would exceed 1/8 of physical memory is a ValueError naming it,
+    # raised before anything is allocated (an n_mels=10**6 mel bank got the process killed).
+    x = np.zeros(1000)
+    _raises(ValueError, rf"{name}=.* is out of range: .* would take .*; specux refuses arrays "
+            r"above 1/8 of this machine's", call, x)  # fmt: skip
+
+
+def test_the_memory_bound_follows_the_machine(monkeypatch):
+    from specux.meta import params
+
+    monkeypatch.setattr(params, "HOST_MEMORY", 2**30)  # a 1 GiB machine: 128 MiB an array
+    _raises(ValueError, r"n_fft=33554432 is out of range: the n_fft-sample window would take "
+            r"256.0 MiB; specux refuses arrays above 1/8 of this machine's 1.0 GiB of memory",
+            specux.stft, np.zeros(1000), n_fft=2**25)  # fmt: skip
+    assert specux.stft(np.zeros(1000), n_fft=2**12).shape == (2049, 1)
+    monkeypatch.setattr(params, "HOST_MEMORY", None)  # the OS did not say: no bound
+    assert specux.get_window("hann", 2**21).shape == (2**21,)
+
+
+def test_cqt_nyquist_is_checked_before_the_centres_overflow():
+    # n_bins=10**6 overflowed the centre frequencies (a NaN cutoff skipped the Nyquist
+    # check, and the error spoke of "filters of nan samples")
+    _raises(ValueError, r"Wavelet basis with max frequency=inf would exceed the Nyquist "
+            r"frequency=11025.0: reduce fmin=.* or n_bins=1000000", specux.cqt, np.zeros(1000),
+            sr=22050, n_bins=10**6)  # fmt: skip
+
+
+def test_cached_filters_cannot_be_made_writeable():
+    # The filters are the caches' own arrays: a writeable flag set back on poisoned every
+    # later call (a zeroed mel bank, a zeroed cqt)
+    q, lengths = specux.filters.constant_q(sr=22050, fmin=100.0, n_bins=12)
+    for a in (specux.filters.mel(sr=22050, n_fft=512, n_mels=40), q, lengths,
+              specux.filters.chroma(sr=22050, n_fft=512), specux.filters.dct(20, 40),
+              specux.filters.linear(sr=16000, n_fft=512, n_filter=20)):  # fmt: skip
+        with pytest.raises(ValueError, match="cannot set WRITEABLE flag"):
+            a.flags.writeable = True
+        with pytest.raises(ValueError, match="read-only"):
+            a[0] = 1.0

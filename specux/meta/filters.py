@@ -30,7 +30,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from specux.meta.params import PARAMETRIC_WINDOWS, as_bool, as_float, as_int, window_spec
+from specux.meta.params import (
+    PARAMETRIC_WINDOWS,
+    as_bool,
+    as_float,
+    as_size,
+    check_memory,
+    window_spec,
+)
 from specux.meta.windows import named_window
 
 __all__ = [
@@ -89,8 +96,13 @@ _TABULATED_BANDWIDTH = {
 
 
 def _freeze(arr: np.ndarray) -> np.ndarray:
+    """A read-only view of ``arr``, itself made read-only: the caches hand out the view,
+    whose flag numpy will not set back to writeable while its base is read-only (the base
+    itself, an array owning its data, would let anyone do that and poison the cache)."""
     arr.flags.writeable = False
-    return arr
+    view = arr.view()
+    view.flags.writeable = False
+    return view
 
 
 def _frozen_cast(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -98,7 +110,13 @@ def _frozen_cast(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def _int_param(name: str, value: object, minimum: int) -> int:
-    return as_int(name, value, minimum=minimum)
+    return as_size(name, value, minimum=minimum)
+
+
+def _bank_size(rows_name: str, rows: int, n_fft: int) -> None:
+    """A ``(rows, 1 + n_fft // 2)`` bank within the machine's memory."""
+    check_memory(rows_name, rows, rows * (1 + n_fft // 2),
+                 lambda: f"a bank of {rows} rows over the {1 + n_fft // 2} bins of n_fft={n_fft}")
 
 
 def _real_param(name: str, value: object) -> float:
@@ -321,6 +339,7 @@ def mel_params(
     sr_ = _positive_param("sr", sr)
     n_fft_ = _int_param("n_fft", n_fft, 1)
     n_mels_ = _int_param("n_mels", n_mels, 1)
+    _bank_size("n_mels", n_mels_, n_fft_)
     fmin_, fmax_ = _band_params(sr_, fmin, fmax)
     return (sr_, n_fft_, n_mels_, fmin_, fmax_, as_bool("htk", htk),
             _norm_param(norm, allow_slaney=True))
@@ -564,6 +583,7 @@ def linear_params(sr: object, n_fft: object, n_filter: object, fmin: object, fma
     sr_ = _positive_param("sr", sr)
     n_fft_ = _int_param("n_fft", n_fft, 1)
     n_filter_ = _int_param("n_filter", n_filter, 1)
+    _bank_size("n_filter", n_filter_, n_fft_)
     if fmax is None:  # torchaudio's LFCC default, the top of linear_fbanks' grid
         fmax = float(sr_ // 2)
     fmin_, fmax_ = _band_params(sr_, fmin, fmax)
@@ -674,6 +694,7 @@ def chroma_params(sr, n_fft, n_chroma, tuning, ctroct, octwidth, norm, base_c) -
     # With a single bin there is no non-DC frequency to anchor the pitch classes on.
     n_fft_ = _int_param("n_fft", n_fft, 2)
     n_chroma_ = _int_param("n_chroma", n_chroma, 1)
+    _bank_size("n_chroma", n_chroma_, n_fft_)
     tuning_ = _real_param("tuning", tuning)
     ctroct_ = _real_param("ctroct", ctroct)
     octwidth_ = None if octwidth is None else _positive_param("octwidth", octwidth)
@@ -812,6 +833,14 @@ def _constant_q_cached(
         return _frozen_cast(filters, dtype), lengths
 
     freqs = _tuned(fmin, tuning, bins_per_octave, "fmin", "bins_per_octave")
+    nyquist = sr / 2.0
+    top = math.log2(freqs) + (n_bins - 1) / bins_per_octave
+    if top > math.log2(nyquist):  # (before the centres are built: they may overflow)
+        raise ValueError(
+            f"Wavelet basis with max frequency={2.0 ** top if top < 1024 else math.inf} "
+            "would exceed the "
+            f"Nyquist frequency={nyquist}: reduce fmin={fmin} or n_bins={n_bins}, or raise sr"
+        )
     freqs = freqs * 2.0 ** (np.arange(n_bins, dtype=np.float64) / bins_per_octave)
     if n_bins == 1:
         alpha = np.array([_et_relative_bandwidth(bins_per_octave)])
@@ -824,8 +853,7 @@ def _constant_q_cached(
     # The filter's upper -6 dB-ish edge: centre plus half the window's bandwidth plus
     # half the VQT offset.  Past Nyquist the filter would alias.
     cutoff = np.max(freqs * (1 + 0.5 * _window_bandwidth(window) / q) + 0.5 * gamma_)
-    nyquist = sr / 2.0
-    if cutoff > nyquist:
+    if not cutoff <= nyquist:  # (a NaN cutoff too)
         raise ValueError(
             f"Wavelet basis with max frequency={freqs[-1]} would exceed the Nyquist "
             f"frequency={nyquist} (filter cutoff {cutoff:.2f} Hz): reduce fmin={fmin} or "
@@ -1033,6 +1061,8 @@ def dct(
         raise ValueError(f"dct_type={dct_type!r} is not supported: must be 1, 2, 3 or 4")
     n_input_ = _int_param("n_input", n_input, 2 if dct_type == 1 else 1)
     n_filters_ = _int_param("n_filters", n_filters, 1)
+    check_memory("n_filters", n_filters_, n_filters_ * n_input_,
+                 lambda: f"a ({n_filters_}, {n_input_}) DCT matrix")  # fmt: skip
     if n_filters_ > n_input_:
         raise ValueError(
             f"n_filters={n_filters_} is out of range: must satisfy "

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +84,55 @@ def as_int(name: str, value: Any, *, minimum: int | None = None) -> int:
         raise ValueError(f"{name}={value} is out of range: must be >= {minimum}")
     if not -LARGEST_INT <= value <= LARGEST_INT:  # (sizes past it overflow int64 byte counts)
         raise ValueError(f"{name}={value} is out of range: must be within +-2**48")
+    return value
+
+
+def _host_memory() -> int | None:
+    """Bytes of physical memory of this machine (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+# read once, at import (torch.compile traces the checks below, and cannot trace sysconf)
+HOST_MEMORY = _host_memory()
+
+
+def _bytes(count: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if count < 1024 or unit == "PiB":
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024
+    raise AssertionError  # (unreachable)
+
+
+# An array sized by one parameter may take at most this fraction of the machine's memory:
+# building it takes a few temporaries of its size (a mel bank of 8 GB on a 24 GB machine
+# got the process killed by the kernel's OOM killer, not a MemoryError)
+_MEMORY_SHARE = 8
+
+
+def check_memory(name: str, value: Any, count: int, what: str | Callable[[], str]) -> None:
+    """ValueError naming ``name``'s ``value`` when ``count`` float64 values (``what``, or
+    what it returns: built only then, as a traced size cannot be formatted) would
+    take more than 1 / ``_MEMORY_SHARE`` of this machine's physical memory: the allocation
+    (and its temporaries) would fail, swap or be killed, so it is refused before it is
+    tried. Symbolic sizes are not checked."""
+    memory = HOST_MEMORY
+    if memory is None or type(count) is not int or count * 8 * _MEMORY_SHARE <= memory:
+        return
+    what = what if isinstance(what, str) else what()
+    raise ValueError(f"{name}={value} is out of range: {what} would take {_bytes(count * 8)}; "
+                     f"specux refuses arrays above 1/{_MEMORY_SHARE} of this machine's "
+                     f"{_bytes(memory)} of memory")  # fmt: skip
+
+
+def as_size(name: str, value: Any, *, minimum: int = 1, what: str | None = None) -> int:
+    """A size parameter: :func:`as_int` at least ``minimum``, and an array of that many
+    float64 values (``what``) within the machine's memory (:func:`check_memory`)."""
+    value = as_int(name, value, minimum=minimum)
+    check_memory(name, value, value, what or f"an array of {name} values")
     return value
 
 
@@ -269,7 +320,7 @@ def stft_params(
     normalized: Any = False,
     onesided: Any = True,
 ) -> StftParams:
-    n_fft = as_int("n_fft", n_fft, minimum=1)
+    n_fft = as_size("n_fft", n_fft, what="the n_fft-sample window")
     if win_length is None:
         win_length = n_fft
     win_length = as_int("win_length", win_length, minimum=1)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from specux.meta.params import WindowSpec, as_int, window_spec
+from specux.meta.params import WindowSpec, as_size, window_spec
 
 
 def _cosine_sum(n: int, coefficients: tuple[float, ...]) -> np.ndarray:
@@ -83,7 +83,7 @@ def get_window(window: Any, n: int, dtype: Any = np.float64) -> np.ndarray:
     ``"boxcar"``) or a ``(name, parameter)`` tuple (``("kaiser", beta)``,
     ``("gaussian", std)``); equal to ``scipy.signal.get_window(window, n, fftbins=True)``.
     """
-    n = as_int("n", n, minimum=1)
+    n = as_size("n", n, what="the window")
     spec = window_spec(window)
     if spec.is_array:
         raise ValueError(
