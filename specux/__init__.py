@@ -42,13 +42,21 @@ _sys.modules.setdefault(__name__ + ".filters", filters)
 
 
 def clear_cache() -> None:
-    """Forget compiled kernels and autotuned winners: in memory and in the disk cache
-    (SPECUX_CACHE_DIR)."""
+    """Forget compiled kernels and autotuned winners (in memory and in the disk cache,
+    SPECUX_CACHE_DIR), and the host arrays cached by parameters: windows, filters and
+    padding maps (a window of a large n_fft alone is hundreds of MB; the caches count
+    entries, not bytes). Arrays a caller still holds stay valid: the caches only drop
+    their references."""
     from specux.kernels import tuning
     from specux.kernels.cache import clear_all
+    from specux.kernels.cpu import frames, stft
+    from specux.meta import matrices, windows
 
     clear_all()
     tuning.clear()
+    for cached in (windows._named_window, windows._cast, matrices._build,
+                   stft.named_full_window, frames.pad_sources, *filters.CACHES):  # fmt: skip
+        cached.cache_clear()
 
 
 if _torch_module() is not None:

@@ -872,6 +872,10 @@ def test_the_memory_bound_follows_the_machine(monkeypatch):
             r"256.0 MiB; specux refuses arrays above 1/8 of this machine's 1.0 GiB of memory",
             specux.stft, np.zeros(1000), n_fft=2**25)  # fmt: skip
     assert specux.stft(np.zeros(1000), n_fft=2**12).shape == (2049, 1)
+    # cqt's bank: 12 filters of up to ~7.6 million taps at fmin=0.05 (1.4 GB of complex128)
+    _raises(ValueError, r"fmin=0.05 is out of range: the 12 filters of up to \d+ taps that "
+            r"fmin, bins_per_octave and filter_scale ask for would take", specux.cqt,
+            np.zeros(1000), sr=22050, fmin=0.05, n_bins=12)  # fmt: skip
     monkeypatch.setattr(params, "HOST_MEMORY", None)  # the OS did not say: no bound
     assert specux.get_window("hann", 2**21).shape == (2**21,)
 

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import specux
 from specux.meta import filters as F
 
 # Max |ours - reference| allowed, relative to max |reference|.  Everything is computed in
@@ -644,3 +645,23 @@ def test_transposed_matrix_spec_names_the_transpose():
     assert matrices.MatrixSpec.from_key(t.as_key()) == t
     assert matrices.transposed_key(spec.as_key()) == t.as_key()  # the cached key form
     assert matrices.transposed_key(t.as_key()) == spec.as_key()
+
+
+def test_clear_cache_drops_the_host_array_caches() -> None:
+    # windows, filters and padding maps are cached by parameters (entries, not bytes: a
+    # window of n_fft 2**23 is 64 MB); specux.clear_cache() empties those caches, and arrays
+    # a caller holds stay valid
+    from specux.kernels.cpu import frames
+    from specux.kernels.cpu import stft as cpu_stft
+    from specux.meta import windows
+
+    x = np.random.default_rng(0).standard_normal(3000)
+    before = specux.stft(x, n_fft=512, pad_mode="reflect")
+    bank = F.mel(sr=22050, n_fft=512, n_mels=40)
+    specux.clear_cache()
+    caches = (windows._named_window, windows._cast, cpu_stft.named_full_window,
+              frames.pad_sources, *F.CACHES)  # fmt: skip
+    assert all(c.cache_info().currsize == 0 for c in caches)
+    assert bank.shape == (40, 257) and bank.any()
+    np.testing.assert_array_equal(specux.stft(x, n_fft=512, pad_mode="reflect"), before)
+    np.testing.assert_array_equal(F.mel(sr=22050, n_fft=512, n_mels=40), bank)

@@ -869,6 +869,9 @@ def _constant_q_cached(
             "lower filter_scale"
         )
     max_len = int(np.ceil(longest))
+    check_memory("fmin", fmin, 2 * n_bins * max_len,  # complex128: two float64s a tap
+                 lambda: f"the {n_bins} filters of up to {max_len} taps that fmin, "
+                 "bins_per_octave and filter_scale ask for")  # fmt: skip
     filters = np.zeros((n_bins, max_len), dtype=np.complex128)
     for i, (length, freq) in enumerate(zip(lengths.tolist(), freqs.tolist(), strict=True)):
         # Taps at integer times floor(-L/2) .. floor(L/2) - 1 around the centre, so the
@@ -1161,3 +1164,8 @@ def cq_to_chroma(
     out = _cq_to_chroma_cached(n_input, bins_per_octave, n_chroma, fmin_,
                                as_bool("base_c", base_c))
     return out if np.dtype(dtype) == _F64 else _frozen_cast(out, np.dtype(dtype))
+
+
+# The caches of built filters (specux.clear_cache empties them)
+CACHES = (_mel_cached, _mel_sparse_cached, _linear_cached, _chroma_cached, _constant_q_cached,
+          _dct_cached, _lifter_cached, _cq_to_chroma_cached)  # fmt: skip
