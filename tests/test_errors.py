@@ -899,3 +899,18 @@ def test_cached_filters_cannot_be_made_writeable():
             a.flags.writeable = True
         with pytest.raises(ValueError, match="read-only"):
             a[0] = 1.0
+
+
+def test_a_non_positive_fmax_is_named():
+    # fmax=0 or -0.0 was reported as fmin's fault ("fmin=0.0 ... < fmax = -0.0")
+    for fmax in (0.0, -0.0, -100.0):
+        _raises(ValueError, rf"fmax={fmax} is out of range: must satisfy fmin < fmax <= sr/2",
+                specux.melspectrogram, np.zeros(1000), sr=16000, fmax=fmax)  # fmt: skip
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_sparse_tensors_are_refused_by_name():
+    _raises(TypeError, r"x is a torch tensor of layout torch.sparse_coo: specux takes dense",
+            specux.stft, torch.zeros(2, 1000).to_sparse(), n_fft=64)  # fmt: skip
+    _raises(TypeError, r"y is a torch tensor of layout torch.sparse_coo",
+            specux.fftconvolve, torch.zeros(2, 100), torch.zeros(2, 10).to_sparse())  # fmt: skip

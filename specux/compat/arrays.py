@@ -24,6 +24,9 @@ def library_of(x: Any, name: str = "x") -> str:
         return NUMPY
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
+        if x.layout != torch.strided:
+            raise TypeError(f"{name} is a torch tensor of layout {x.layout}: specux takes "
+                            "dense (strided) tensors; call .to_dense() first")  # fmt: skip
         return TORCH
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(x, cupy.ndarray):

@@ -155,6 +155,9 @@ def _band_params(sr: float, fmin: object, fmax: object) -> tuple[float, float]:
     fmax_ = nyquist if fmax is None else _real_param("fmax", fmax)
     if fmin_ < 0:
         raise ValueError(f"fmin={fmin_} is out of range: must satisfy 0 <= fmin < fmax")
+    if not fmax_ > 0:  # (named, not left to the fmin < fmax check below)
+        raise ValueError(f"fmax={fmax_} is out of range: must satisfy fmin < fmax <= sr/2 = "
+                         f"{nyquist}")  # fmt: skip
     if not fmax_ <= nyquist:
         raise ValueError(
             f"fmax={fmax_} is out of range: must satisfy fmin < fmax <= sr/2 = {nyquist}"
