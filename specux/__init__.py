@@ -44,7 +44,7 @@ _sys.modules.setdefault(__name__ + ".filters", filters)
 def clear_cache() -> None:
     """Forget compiled kernels and autotuned winners (in memory and in the disk cache,
     SPECUX_CACHE_DIR), and the host arrays cached by parameters: windows, filters and
-    padding maps (a window of a large n_fft alone is hundreds of MB; the caches count
+    padding maps (a window of a large n_fft alone is tens of MB; the caches count
     entries, not bytes). Arrays a caller still holds stay valid: the caches only drop
     their references."""
     from specux.kernels import tuning

@@ -34,7 +34,7 @@ from specux.meta.params import (
     PARAMETRIC_WINDOWS,
     as_bool,
     as_float,
-    as_size,
+    as_int,
     check_memory,
     window_spec,
 )
@@ -110,7 +110,7 @@ def _frozen_cast(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def _int_param(name: str, value: object, minimum: int) -> int:
-    return as_size(name, value, minimum=minimum)
+    return as_int(name, value, minimum=minimum)
 
 
 def _bank_size(rows_name: str, rows: int, n_fft: int) -> None:
