@@ -24,6 +24,7 @@ from specux.kernels.codegen.gather import (
     CORRELATE_THREADS,
     FOLD_LANES,
     FOLD_MMA_COLUMNS,
+    FOLD_MMA_MAX_NB,
     FOLD_MMA_TERMS,
     FOLD_RESIDUES,
     FOLD_TERMS,
@@ -996,7 +997,7 @@ def fold_grid(residues: int, bins: int, columns: int, terms: int, precision: str
     if mma and precision != "float32":
         raise ValueError(f"the tensor-core fold_product is float32, not {precision}")
     if mma:
-        bin_tiles = -(-bins // 64)
+        bin_tiles = -(-bins // (8 * FOLD_MMA_MAX_NB))  # n8 fragments of 8 bins
         nb = -(-bins // (8 * bin_tiles))
         option, tile_b, tile_c, step = f"t{nb}", 8 * nb, FOLD_MMA_COLUMNS, FOLD_MMA_TERMS
         column_tiles = -(-columns // tile_c)

@@ -1077,6 +1077,7 @@ FOLD_MIN_BLOCKS = {"float32": 3, "float64": 0}
 # as the tensor-core correlation); the terms staged FOLD_MMA_TERMS at a time, the next
 # step's loaded into registers while a step's products run.
 FOLD_MMA_COLUMNS = 64
+FOLD_MMA_MAX_NB = 8  # n8 fragments a warp at most: a tile of up to 8 * 8 = 64 bins
 FOLD_MMA_TERMS = 8  # 16 real rows of the product: two k8 fragments a step
 # its register bound as blocks an SM: none (NVRTC 13, sm_90: t8 takes 127 registers and
 # spills nothing, so two blocks an SM fit; bounded to two, it spilled 16 bytes)
@@ -1087,8 +1088,9 @@ _FOLD_MMA_Z = 2 * FOLD_MMA_TERMS + 4  # shared row stride (floats) of the staged
 def fold_mma_tile(option: str) -> int | None:
     """``nb`` of a tensor-core ``fold_product`` option ``"t<nb>"`` (1..8: a block's ``8 nb``
     bins, each warp's ``nb`` n8 fragments); None for the SIMT tiles."""
-    match = re.fullmatch(r"t([1-8])", option)
-    return None if match is None else int(match.group(1))
+    match = re.fullmatch(r"t(\d)", option)
+    nb = None if match is None else int(match.group(1))
+    return nb if nb is not None and 1 <= nb <= FOLD_MMA_MAX_NB else None
 
 
 def fold_tile(option: str) -> tuple[int, int]:
