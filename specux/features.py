@@ -7,7 +7,9 @@ every step is a ``torch.ops.specux`` op or a differentiable elementwise torch op
 
 from __future__ import annotations
 
+import contextlib
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from specux.api import _array_window, _Call, _check_same_device, _require_ndim
@@ -400,8 +402,35 @@ _CHROMA_CQT_KEYS = ("fmin", "n_octaves", "bins_per_octave", "threshold", "filter
                     "window", "cqt_norm", "pad_mode")  # fmt: skip
 
 
-def _chroma_cqt(x, *, sr, n_chroma, tuning, norm, hop_length, backend, extra):
-    """librosa.feature.chroma_cqt: fold |CQT| (bins_per_octave 36, 7 octaves) into chroma."""
+@dataclass(frozen=True)
+class ChromaCqt:
+    """chroma(source="cqt")'s parts: the CQT's parameters (``cqt_arguments``' keywords but
+    ``tuning``), its pad mode, the fold of its bins into chroma, the magnitude threshold."""
+
+    constant_q: dict
+    pad_mode: Any
+    fold: matrices.MatrixSpec
+    threshold: float
+    n_octaves: int
+
+    @contextlib.contextmanager
+    def nyquist_message(self):
+        """The CQT's Nyquist error names its n_bins, which chroma does not take: say which
+        chroma parameters set it."""
+        n_bins, bins_per_octave = self.constant_q["n_bins"], self.constant_q["bins_per_octave"]
+        try:
+            yield
+        except ValueError as error:
+            if f"n_bins={n_bins}" not in str(error):
+                raise
+            raise ValueError(f"{error} (chroma(source='cqt') takes n_bins = n_octaves * "
+                             f"bins_per_octave = {self.n_octaves} * {bins_per_octave}: reduce "
+                             f"n_octaves={self.n_octaves})") from error  # fmt: skip
+
+
+def chroma_cqt_parts(*, sr, n_chroma, hop_length, extra: dict) -> ChromaCqt:
+    """librosa.feature.chroma_cqt's defaults and checks for ``extra`` (bins_per_octave 36,
+    7 octaves from C1, the filters' ``cqt_norm`` 1, threshold 0)."""
     extra = _split_params("chroma(source='cqt')", extra, _CHROMA_CQT_KEYS)
     bins_per_octave = params.as_int("bins_per_octave", extra.get("bins_per_octave", 36),
                                     minimum=1)  # fmt: skip
@@ -413,28 +442,26 @@ def _chroma_cqt(x, *, sr, n_chroma, tuning, norm, hop_length, backend, extra):
     n_bins = n_octaves * bins_per_octave
     fold = matrices.cq_to_chroma_spec(n_input=n_bins, bins_per_octave=bins_per_octave,
                                       n_chroma=n_chroma, fmin=fmin)  # fmt: skip
+    constant_q = dict(sr=sr, hop_length=hop_length, fmin=fmin, n_bins=n_bins,
+                      bins_per_octave=bins_per_octave,
+                      filter_scale=extra.get("filter_scale", 1.0), norm=cqt_norm,
+                      window=extra.get("window", "hann"), scale=True, gamma=0.0)  # fmt: skip
+    return ChromaCqt(constant_q, extra.get("pad_mode", "constant"), fold, threshold, n_octaves)
+
+
+def _chroma_cqt(x, *, sr, n_chroma, tuning, norm, hop_length, backend, extra):
+    """librosa.feature.chroma_cqt: fold |CQT| (bins_per_octave 36, 7 octaves) into chroma."""
+    parts = chroma_cqt_parts(sr=sr, n_chroma=n_chroma, hop_length=hop_length, extra=extra)
     norm = _chroma_norm(norm)
     # One call for the whole chain: the fold, threshold and normalization stay in the compute
     # dtype and only the chroma is cast back (float16 input is rounded once).
     call = _Call(x, backend, family="chroma")
-    try:
-        magnitude = _constant_q(
-            call, x, "magnitude", 1e-10, extra.get("pad_mode", "constant"), sr=sr,
-            hop_length=hop_length, fmin=fmin, n_bins=n_bins, bins_per_octave=bins_per_octave,
-            tuning=tuning, filter_scale=extra.get("filter_scale", 1.0),
-            norm=cqt_norm, window=extra.get("window", "hann"), scale=True,
-            gamma=0.0,
-        )  # fmt: skip
-    except ValueError as error:
-        if f"n_bins={n_bins}" not in str(error):
-            raise
-        # the CQT's message names its n_bins, which chroma does not take
-        raise ValueError(f"{error} (chroma(source='cqt') takes n_bins = n_octaves * "
-                         f"bins_per_octave = {n_octaves} * {bins_per_octave}: reduce "
-                         f"n_octaves={n_octaves})") from error  # fmt: skip
-    out = call.engine.project(magnitude, fold)
-    if threshold > 0:
-        out = call.engine.threshold(out, threshold)
+    with parts.nyquist_message():
+        magnitude = _constant_q(call, x, "magnitude", 1e-10, parts.pad_mode, tuning=tuning,
+                                **parts.constant_q)  # fmt: skip
+    out = call.engine.project(magnitude, parts.fold)
+    if parts.threshold > 0:
+        out = call.engine.threshold(out, parts.threshold)
     if norm is not None:
         out = call.engine.normalize(out, norm, -2)
     return call.finish(out)

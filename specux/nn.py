@@ -7,7 +7,10 @@ checks them once at construction through the configured twin (:mod:`specux.twins
 - ``window``, ``(win_length,)``: every STFT-based module;
 - ``fb``, ``(n_bands, n_fft // 2 + 1)``: the mel, linear or chroma filterbank of
   ``MelSpectrogram``, ``MFCC``, ``LFCC``, ``Chroma``;
-- ``dct``, ``(n_coefficients, n_bands)``: the DCT rows (lifter applied) of ``MFCC``, ``LFCC``.
+- ``dct``, ``(n_coefficients, n_bands)``: the DCT rows (lifter applied) of ``MFCC``, ``LFCC``;
+- ``kernel``, ``(n_bins, 2 R, 2)``: the constant-Q taps of ``CQT``, ``VQT`` and
+  ``Chroma(source="cqt")`` (which also keeps ``fb``, ``(n_chroma, n_bins)``, its fold into
+  chroma), see :class:`CQT`.
 
 Buffers are built in float64 and stored in ``dtype`` (default ``torch.get_default_dtype()``,
 float32, as torchaudio does), so ``state_dict`` round-trips, ``.to(device)`` moves them, and a
@@ -36,6 +39,7 @@ their input and buffers live; they take no ``backend=``.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any, ClassVar
 
@@ -52,13 +56,16 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 import specux
 from specux import twins
-from specux.compat.torch_compat import autocast_on, plain_eager
+from specux.compat.torch_compat import autocast_on, dtype_name, plain_eager
 from specux.engines import TorchEngine
-from specux.meta import matrices
+from specux.features import chroma_cqt_parts
+from specux.kernels.cpu.cqt import correlation_kernel
+from specux.meta import dtypes, matrices
+from specux.meta.cqt_params import cqt_arguments
 from specux.meta.params import StftParams, signal_length, stft_params
 from specux.meta.windows import named_window
 
-__all__ = ["STFT", "ISTFT", "MelSpectrogram", "MFCC", "LFCC", "Chroma", "FFTConvolve"]
+__all__ = ["STFT", "ISTFT", "MelSpectrogram", "MFCC", "LFCC", "Chroma", "CQT", "VQT", "FFTConvolve"]
 
 _COMPUTE = {
     torch.float16: torch.float32,
@@ -95,6 +102,12 @@ def _window64(window: Any, p: StftParams) -> Any:
     if hasattr(window, "get"):  # cupy: one host copy, at construction
         window = window.get()
     return np.asarray(window, dtype=np.float64)
+
+
+def _float64(values: Any) -> torch.Tensor:
+    """``values`` (a tensor or an array) as a float64 CPU tensor, detached."""
+    source = values if isinstance(values, torch.Tensor) else torch.from_numpy(np.array(values))
+    return source.detach().to("cpu", torch.float64)
 
 
 def _like(buffer: torch.Tensor, x: torch.Tensor, name: str) -> torch.Tensor:
@@ -154,9 +167,12 @@ class _Module(torch.nn.Module):
             raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         self.twin = self.twin_class(*args, **kwargs)
         self._factory = {"device": device, "dtype": dtype}
-        self._sources: dict[str, torch.Tensor] = {}  # float64 host values of the filter buffers
+        # float64 host values of the filter buffers, or what builds them (large ones: the CQT's
+        # kernel, built again when a dtype change or a comparison needs it, not kept twice)
+        self._sources: dict[str, Any] = {}
 
     def _register(self, name: str, values: Any) -> None:
+        """Buffer ``name`` from ``values`` (an array, or a function that builds it)."""
         self._set_filter(name, values, self._factory["dtype"], self._factory["device"])
 
     def set_filter(self, name: str, values: Any, dtype: Any = None, device: Any = None) -> None:
@@ -169,17 +185,20 @@ class _Module(torch.nn.Module):
         self._set_filter(name, values, dtype, device)
 
     def _set_filter(self, name: str, values: Any, dtype: Any, device: Any) -> None:
-        source = values if isinstance(values, torch.Tensor) else torch.from_numpy(np.array(values))
-        source = source.detach().to("cpu", torch.float64)
+        source = _float64(values() if callable(values) else values)
         present = self._buffers.get(name)
         if present is not None:
             dtype = present.dtype if dtype is None else dtype
             device = present.device if device is None else device
-        self._sources[name] = source
+        self._sources[name] = values if callable(values) else source
         self.register_buffer(name, source.to(device=device, dtype=dtype))
 
+    def _source(self, name: str) -> torch.Tensor:
+        source = self._sources[name]
+        return _float64(source()) if callable(source) else source
+
     def _holds_source(self, name: str) -> bool:
-        buffer, source = self._buffers.get(name), self._sources[name]
+        buffer, source = self._buffers.get(name), self._source(name)
         if buffer is None or buffer.shape != source.shape or not buffer.is_floating_point():
             return False
         try:
@@ -196,7 +215,7 @@ class _Module(torch.nn.Module):
         for name, before in pristine.items():
             buffer = self._buffers.get(name)
             if buffer is not None and buffer.dtype != before and buffer.is_floating_point():
-                self._buffers[name] = self._sources[name].to(buffer.device, buffer.dtype)
+                self._buffers[name] = self._source(name).to(buffer.device, buffer.dtype)
         return module
 
     def _setup_stft(self, a: dict[str, Any], n_fft: Any = None) -> StftParams:
@@ -209,6 +228,28 @@ class _Module(torch.nn.Module):
         )  # fmt: skip
         self._register("window", _window64(a["window"], p))
         return p
+
+    def _prepare(self, x: Any) -> tuple[torch.Tensor, torch.dtype]:
+        """``x`` in its compute dtype, and the dtype to hand results back in."""
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(
+                f"specux.nn.{type(self).__name__} takes a torch.Tensor, got {type(x).__name__}: "
+                f"use specux.{self.twin_class.__name__} (or the function) for other arrays"
+            )
+        compute = _COMPUTE.get(x.dtype)
+        if compute is None:
+            raise TypeError(
+                f"x has dtype {x.dtype}: this transform takes a float16, bfloat16, float32 or "
+                "float64 signal"
+            )
+        if x.dim() < 1:
+            raise ValueError("x has 0 dimensions: this transform needs at least 1")
+        self._check_length(x)
+        # inside torch.autocast results stay in the compute dtype, as the functions' do
+        return x.to(compute), compute if autocast_on(x.device.type) else x.dtype
+
+    def _check_length(self, x: torch.Tensor) -> None:
+        """The transform's own check of the signal's length (a subclass's)."""
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={twins.short_repr(v)}" for k, v in self.twin.given.items())
@@ -282,24 +323,8 @@ class _Banded(_Module):
 
     _stft: StftParams
 
-    def _prepare(self, x: Any) -> tuple[torch.Tensor, torch.dtype]:
-        """``x`` in its compute dtype, and the dtype to hand results back in."""
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(
-                f"specux.nn.{type(self).__name__} takes a torch.Tensor, got {type(x).__name__}: "
-                f"use specux.{self.twin_class.__name__} (or the function) for other arrays"
-            )
-        compute = _COMPUTE.get(x.dtype)
-        if compute is None:
-            raise TypeError(
-                f"x has dtype {x.dtype}: this transform takes a float16, bfloat16, float32 or "
-                "float64 signal"
-            )
-        if x.dim() < 1:
-            raise ValueError("x has 0 dimensions: this transform needs at least 1")
+    def _check_length(self, x: torch.Tensor) -> None:
         signal_length("x", x.shape[-1], self._stft)
-        # inside torch.autocast results stay in the compute dtype, as the functions' do
-        return x.to(compute), compute if autocast_on(x.device.type) else x.dtype
 
     def _filterbank(self, x: torch.Tensor, bank: torch.Tensor, power: float, output: str,
                     eps: float) -> torch.Tensor:  # fmt: skip
@@ -434,8 +459,11 @@ class Chroma(_Banded):
         super().__init__(*args, device=device, dtype=dtype, **kwargs)
         a = self.twin.params
         self._through_function = str(a["source"]).lower() != "stft"
+        self._key = None
         if self._through_function:
-            return  # a constant-Q chroma: no STFT filterbank to keep; forward calls the function
+            if a["tuning"] is not None:
+                self._setup_constant_q(a)
+            return
         if a["tuning"] is None:
             raise ValueError(
                 "specux.nn.Chroma keeps its filterbank as a buffer, which needs a fixed tuning: "
@@ -459,13 +487,43 @@ class Chroma(_Banded):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(..., L) -> (..., n_chroma, n_frames)``, as :func:`specux.chroma`."""
-        if self._through_function:
+        if self._through_function and self._key is None:
             return self.twin(x)
         xc, dtype = self._prepare(x)
-        out = self._filterbank(xc, self.fb, self._power, "power", _LOG_AMIN)
+        if self._through_function:
+            magnitude = torch.ops.specux.cqt_kernel(
+                xc, _like(self.kernel, xc, "kernel"), self._key, self._pad_mode, "magnitude",
+                _LOG_AMIN,
+            )  # fmt: skip
+            out = torch.ops.specux.project(magnitude, _like(self.fb, xc, "fb"), "", None)
+            if self._threshold > 0:
+                out = TorchEngine.threshold(out, self._threshold)
+        else:
+            out = self._filterbank(xc, self.fb, self._power, "power", _LOG_AMIN)
         if self._norm is not None:
             out = _normalize(out, self._norm, -2)
         return _restore(out, dtype)
+
+    def _setup_constant_q(self, a: dict[str, Any]) -> None:
+        """Buffers ``kernel`` (the CQT's taps, as :class:`CQT`'s) and ``fb`` (n_chroma, n_bins),
+        the fold of the CQT's bins into chroma, for ``source="cqt"`` with a fixed tuning."""
+        named = ("sr", "n_chroma", "source", "tuning", "norm", "n_fft", "hop_length", "backend")
+        parts = chroma_cqt_parts(sr=a["sr"], n_chroma=a["n_chroma"], hop_length=a["hop_length"],
+                                 extra={k: v for k, v in a.items() if k not in named})
+        with parts.nyquist_message():
+            spec, self._pad_mode, _, _ = cqt_arguments(pad_mode=parts.pad_mode,
+                                                       tuning=a["tuning"], **parts.constant_q)
+        self._key = spec.as_key()
+        self._register("kernel", functools.partial(correlation_kernel, spec))
+        self._register("fb", matrices.matrix(parts.fold))
+        self._threshold = parts.threshold
+        self._norm = None if a["norm"] is None else float(a["norm"])
+
+    def _check_length(self, x: torch.Tensor) -> None:
+        if self._key is None:
+            super()._check_length(x)
+        else:
+            _constant_q_length(x)
 
 
 def _floating_dtype(values: Any) -> torch.dtype | None:
@@ -515,31 +573,67 @@ class FFTConvolve(_Module):
         return specux.fftconvolve(x, _like(kernel, x, "kernel"), **params)
 
 
-class _Through(_Module):
-    """A transform with no filter buffers here: forward calls the public function."""
+def _constant_q_length(x: torch.Tensor) -> None:
+    if x.shape[-1] == 0:
+        raise ValueError("x has an empty time axis: the CQT needs at least one sample")
+
+
+class _ConstantQ(_Module):
+    """CQT / VQT: buffer ``kernel``, the constant-Q taps as ``(n_bins, 2 R, 2)`` (Re, Im)
+    pairs (``torch.view_as_complex(module.kernel)``; ``specux.kernels.cpu.cqt.
+    correlation_kernel`` lays them out): bin ``k`` of frame ``t`` is
+    ``sum_i xp[t * hop_length - R + i] * kernel[k, i]``, ``xp`` the signal padded by
+    ``pad_mode``, so the taps are librosa's filters time-reversed and scaled as the function
+    scales them (``R``: half the longest filter's span).
+
+    While the buffer holds the taps it was built with (read once per tensor version), forward
+    runs the function's kernels and equals it; a changed, loaded or learned kernel (``module.
+    kernel = torch.nn.Parameter(module.kernel.clone())``) runs a dense correlation, every tap
+    of every bin over frames of ``2 R`` samples (same values; slower, and it holds the frames:
+    ``n_frames * 2 R`` samples a signal), and the ops' backward reaches the kernel.
+    ``tuning=None`` estimates the tuning from each input, as the function does: such a module
+    holds no kernel and calls the function.
+    """
+
+    _spec_keys = ("sr", "hop_length", "fmin", "n_bins", "bins_per_octave", "tuning",
+                  "filter_scale", "norm", "window", "scale")  # fmt: skip
+
+    def __init__(self, *args: Any, device: Any = None, dtype: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, device=device, dtype=dtype, **kwargs)
+        a = self.twin.params
+        self._key = None
+        if a["tuning"] is None:
+            return
+        spec, self._pad_mode, self._output, self._eps = cqt_arguments(
+            pad_mode=a["pad_mode"], output=a["output"], eps=a["eps"],
+            gamma=a.get("gamma", 0.0), **{k: a[k] for k in self._spec_keys},
+        )  # fmt: skip
+        self._key = spec.as_key()
+        self._register("kernel", functools.partial(correlation_kernel, spec))
+
+    def _check_length(self, x: torch.Tensor) -> None:
+        _constant_q_length(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.twin(x)
+        """``(..., L) -> (..., n_bins, 1 + L // hop_length)``, as the function."""
+        if self._key is None:
+            return self.twin(x)
+        xc, dtype = self._prepare(x)
+        out = torch.ops.specux.cqt_kernel(xc, _like(self.kernel, xc, "kernel"), self._key,
+                                          self._pad_mode, self._output, self._eps)  # fmt: skip
+        wanted = dtypes.result_dtype(dtype_name(dtype), dtype_name(out.dtype), "torch")
+        return _restore(out, getattr(torch, wanted))
 
 
-def _optional_module(name: str) -> type[_Module] | None:
-    twin = getattr(twins, name, None)
-    if twin is None:
-        return None
-    doc = f":func:`specux.{twin.function_name}` as a module (calls the function; no buffers)."
-    cls = type(name, (_Through,), {"twin_class": twin, "__doc__": doc, "__module__": __name__})
-    globals()[name] = cls
-    __all__.append(name)
-    return cls
+class CQT(_ConstantQ):
+    """:func:`specux.cqt` as a module; buffer ``kernel`` (n_bins, 2 R, 2) (see below)."""
+
+    __doc__ = (__doc__ or "") + "\n\n" + (_ConstantQ.__doc__ or "")
+    twin_class = twins.CQT
 
 
-for _name in ("CQT", "VQT"):
-    _optional_module(_name)
+class VQT(_ConstantQ):
+    """:func:`specux.vqt` as a module; buffer ``kernel`` (n_bins, 2 R, 2) (see below)."""
 
-
-def __getattr__(name: str) -> Any:
-    if name in ("CQT", "VQT") and name not in globals():
-        cls = _optional_module(name)
-        if cls is not None:
-            return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    __doc__ = (__doc__ or "") + "\n\n" + (_ConstantQ.__doc__ or "")
+    twin_class = twins.VQT

@@ -757,7 +757,7 @@ def test_istft_window_envelope_is_kept_per_tensor_version_and_shape(monkeypatch)
     from specux.ops.stft import params_of
 
     capturing = [False]
-    monkeypatch.setattr(transforms, "_capturing", lambda t: capturing[0])
+    monkeypatch.setattr(transforms, "capturing", lambda t: capturing[0])
     p = params_of(16, 4, 16, "hann", True, "constant", False, True)
     w = torch.hann_window(16, dtype=torch.float64) + 0.5
     env, start, stop, out_length = transforms._window_envelope(None, w, p, 9, -1, "float64")
@@ -800,7 +800,7 @@ def test_sparse_bank_tables_are_cached_per_tensor_and_version(monkeypatch):
     from specux.kernels.cuda import transforms
 
     capturing = [False]
-    monkeypatch.setattr(transforms, "_capturing", lambda t: capturing[0])
+    monkeypatch.setattr(transforms, "capturing", lambda t: capturing[0])
     bank = torch.zeros(3, 10)
     bank[0, 1:3], bank[1, 4:8], bank[2, 9] = 1.0, 2.0, 3.0
     bank[1, 5] = 0.0  # an interior zero stays inside the row's extent

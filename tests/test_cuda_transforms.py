@@ -1229,6 +1229,54 @@ def test_cqt_spectral_path_matches_cpu_over_several_blocks():
         assert_matches_cpu(got, ref, what=f"cqt spectral {precision}")
 
 
+def test_cqt_modules_kernel_buffer_on_cuda():
+    """nn.CQT / nn.Chroma(source="cqt") on CUDA: the buffer that holds the spec's taps runs
+    the function's kernels (equal bits, the check read once per version); a learned kernel
+    runs the dense correlation (frames times the taps), equal to the CPU function in float64,
+    with CPU <-> CUDA gradient parity for the signal and the kernel."""
+    _skip_without_cuda_cqt()
+    import specux.nn
+    from specux.ops import cqt as ops_cqt
+
+    kw = dict(sr=8000, fmin=100.0, n_bins=24, hop_length=64, output="magnitude")
+    x = _signal((2, 3000), seed=23)
+    module = specux.nn.CQT(**kw, dtype=F64).to(DEVICE)
+    out = module(x.to(DEVICE))
+    assert torch.equal(out, specux.cqt(x.to(DEVICE), **kw))
+    assert ops_cqt.holds_spec_taps(module.kernel, module._key)
+    assert_matches_cpu(out, specux.cqt(x, **kw), what="nn.CQT")
+    chroma_kw = dict(sr=8000, source="cqt", fmin=100.0, n_octaves=2, bins_per_octave=24,
+                     hop_length=64)  # fmt: skip
+    chroma = specux.nn.Chroma(**chroma_kw).to(DEVICE)
+    xf = x.to(F32)
+    assert torch.equal(chroma(xf.to(DEVICE)), specux.chroma(xf.to(DEVICE), **chroma_kw))
+
+    def learned(device):
+        m = specux.nn.CQT(**kw, dtype=F64).to(device)
+        m.kernel = torch.nn.Parameter(m.kernel.clone())
+        xx = x.to(device).requires_grad_(True)
+        y = m(xx)
+        (y * torch.linspace(-1, 1, y.shape[-1], dtype=F64, device=device)).sum().backward()
+        return y.detach(), xx.grad, m.kernel.grad
+
+    cuda, cpu = learned(DEVICE), learned("cpu")
+    assert_matches_cpu(cuda[0], specux.cqt(x, **kw), what="learned nn.CQT")
+    for got, ref, what in zip(cuda, cpu, ("output", "x grad", "kernel grad")):
+        assert_matches_cpu(got, ref, what=f"learned nn.CQT {what}")
+
+
+def test_cqt_kernel_ops_gradcheck_on_cuda():
+    from specux.kernels.cpu.cqt import correlation_kernel
+    from specux.meta.cqt_params import cqt_spec
+
+    spec = cqt_spec(sr=1000, fmin=100.0, n_bins=4, hop_length=16, filter_scale=0.25)
+    kernel = torch.from_numpy(correlation_kernel(spec)).to(DEVICE).requires_grad_(True)
+    x = _signal((2, 90), seed=24).to(DEVICE).requires_grad_(True)
+    op = torch.ops.specux.cqt_kernel
+    assert _gradcheck(lambda a, k: op(a, k, spec.as_key(), "reflect", "power", 1e-10),
+                      (x, kernel))  # fmt: skip
+
+
 @pytest.mark.parametrize(("kw", "length", "count"), [
     (dict(sr=22050, hop_length=512, fmin=32.70, n_bins=84), 150000, 3),
     (dict(sr=22050, hop_length=512, fmin=32.70, n_bins=84), 11025, 2),

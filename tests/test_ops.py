@@ -207,6 +207,34 @@ def _samples(name):
             ("vqt", lambda: (_make((2, 14, 3), c), vqt, "replicate", 250)),
             ("polyphase", lambda: (_make((12, 16), c), poly, "circular", 120)),
         ]
+    if name in ("cqt_kernel", "cqt_kernel_adjoint"):
+        from specux.kernels.cpu.cqt import correlation_kernel
+        from specux.meta.cqt_params import cqt_spec
+
+        # Short filters (filter_scale 1/4: 6 x 54 x 2 taps) keep gradcheck's kernel
+        # perturbations few. The spec's own taps run the cqt kernels; others the dense path.
+        tiny = cqt_spec(sr=1000, fmin=100, n_bins=6, hop_length=16, filter_scale=0.25)
+        key = tiny.as_key()
+
+        def taps():
+            return torch.from_numpy(correlation_kernel(tiny))
+    if name == "cqt_kernel":
+        return [
+            ("spec-taps", lambda: (_make((2, 100), r), taps(), key, "reflect", "complex",
+                                   1e-10)),  # fmt: skip
+            ("learned-magnitude", lambda: (_make((130,), r), _make((6, 10, 2), r), key,
+                                           "constant", "magnitude", 1e-10)),  # fmt: skip
+            ("learned-db", lambda: (_make((2, 90), r), _make((6, 8, 2), r), key, "replicate",
+                                    "db", 1e-10)),  # fmt: skip
+            ("empty-batch", lambda: (_make((0, 50), r), _make((6, 4, 2), r), key, "constant",
+                                     "power", 1e-10)),  # fmt: skip
+        ]
+    if name == "cqt_kernel_adjoint":
+        # grad: (..., 6, 1 + length // 16)
+        return [
+            ("spec-taps", lambda: (_make((2, 6, 7), c), taps(), key, "constant", 100)),
+            ("learned", lambda: (_make((6, 9), c), _make((6, 12, 2), r), key, "reflect", 130)),
+        ]
     if name == "fftconvolve":
         return [
             ("real", lambda: (_make((3, 10), r), _make((1, 4), r))),

@@ -220,3 +220,32 @@ def cqt_adjoint(grad, spec, pad_mode, length) -> None:
     check(grad.shape[-2] == s.n_bins and grad.shape[-1] == expected,
           lambda: f"specux::cqt_adjoint: got {tuple(grad.shape[-2:])} (bins, frames), expected "
           f"({s.n_bins}, {expected}) for length={length}")  # fmt: skip
+
+
+def _cqt_kernel_tensor(op: str, kernel, spec, dtype) -> None:
+    """``kernel`` is ``(spec.n_bins, 2 R, 2)`` (R >= 1) of the real ``dtype``."""
+    n_bins = spec.n_bins
+    shape = tuple(kernel.shape)
+    if len(shape) != 3 or shape[0] != n_bins or shape[2] != 2 or shape[1] < 2 or shape[1] % 2:
+        raise ValueError(f"specux::{op}: kernel has shape {shape}, expected ({n_bins}, 2 R, 2): "
+                         "each bin's taps over an even width, as (Re, Im) pairs")  # fmt: skip
+    if kernel.dtype != dtype:
+        raise TypeError(f"specux::{op}: kernel has dtype {kernel.dtype}, expected {dtype} (the "
+                        "signal's real dtype)")  # fmt: skip
+
+
+def cqt_kernel(x, kernel, spec, pad_mode, output, eps) -> None:
+    cqt(x, spec, pad_mode, output, eps)
+    if x.is_complex() or not x.is_floating_point():
+        raise TypeError(f"specux::cqt_kernel: x has dtype {x.dtype}, expected a real floating "
+                        "signal")  # fmt: skip
+    _cqt_kernel_tensor("cqt_kernel", kernel, ConstantQSpec.from_key(spec), x.dtype)
+
+
+def cqt_kernel_adjoint(grad, kernel, spec, pad_mode, length) -> None:
+    cqt_adjoint(grad, spec, pad_mode, length)
+    if not grad.is_complex():
+        raise TypeError(f"specux::cqt_kernel_adjoint: grad has dtype {grad.dtype}, expected a "
+                        "complex cotangent")  # fmt: skip
+    _cqt_kernel_tensor("cqt_kernel_adjoint", kernel, ConstantQSpec.from_key(spec),
+                       grad.real.dtype)

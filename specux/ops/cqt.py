@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import torch
 
+from specux.compat.tensor_cache import PerVersion, capturing, fixed_values
 from specux.kernels.cpu import cqt as cpu_cqt
+from specux.kernels.cpu.stft import apply_output
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_adjoint_shape, cqt_shape
 from specux.ops._declare import COMPLEX_OF, REAL_OF, call, declare, from_numpy, to_numpy
+from specux.ops.frames import frame, overlap_add
 from specux.ops.stft import output_cotangent
 
 # eps is unused when the output is complex; any positive value does.
@@ -123,3 +126,192 @@ declare(
 def cqt_adjoint(grad: torch.Tensor, spec: str, pad_mode: str, length: int) -> torch.Tensor:
     """Adjoint of :func:`cqt` (complex output): ``(..., n_bins, n_frames)`` -> ``(..., length)``."""
     return call("cqt_adjoint", grad, spec, pad_mode, length)
+
+
+# ---------------------------------------------------------------------------------------------
+# cqt_kernel / cqt_kernel_adjoint: the transform with its taps passed as a tensor
+#
+# ``kernel`` is (n_bins, 2 R, 2), real, in x's dtype: the complex taps as (Re, Im) pairs
+# (``torch.view_as_complex(kernel)``), tap i of bin k applied to the padded sample
+# ``t * hop_length - R + i`` (:func:`specux.kernels.cpu.cqt.correlation_kernel` lays out a
+# spec's own taps so). This is specux.nn.CQT's ``kernel`` buffer: a module whose buffer still
+# holds the spec's taps runs the spec's kernels (the ``cqt`` op's, the same values); a changed,
+# loaded or learned one runs the dense correlation below (frames of 2 R samples times the
+# taps), and both ops are differentiable in ``kernel`` as well as in the signal / cotangent.
+
+# kernel tensor -> {spec key: whether it holds that spec's taps}, per tensor version
+_SPEC_TAPS = PerVersion(4)
+
+
+def holds_spec_taps(kernel: torch.Tensor, spec: str) -> bool:
+    """Whether ``kernel`` holds ``spec``'s own taps, rounded to its dtype: read once per tensor
+    and version (for a CUDA tensor, one wait for the device); a kernel that needs a gradient
+    or is a view is not kept (it may change without a new version), nor is one first seen
+    while a CUDA graph is captured: those run the dense correlation."""
+    s = ConstantQSpec.from_key(spec)
+    if tuple(kernel.shape) != cpu_cqt.correlation_kernel_shape(s) or not fixed_values(kernel):
+        return False
+    found = _SPEC_TAPS.get(kernel, spec)
+    if found is None:
+        if capturing(kernel):
+            return False
+        reference = torch.from_numpy(cpu_cqt.correlation_kernel(s))
+        found = bool(torch.equal(kernel, reference.to(kernel.device, kernel.dtype)))
+        _SPEC_TAPS.put(kernel, spec, found)
+    return found
+
+
+def _taps_matrix(kernel: torch.Tensor) -> torch.Tensor:
+    """``(2 R, 2 n_bins)``: column ``2 k + c`` is part ``c`` (Re, Im) of bin k's taps."""
+    return kernel.permute(1, 0, 2).reshape(kernel.shape[1], 2 * kernel.shape[0])
+
+
+def _correlate(x: torch.Tensor, kernel: torch.Tensor, hop_length: int, pad_mode: str):
+    """The dense transform: complex ``(..., n_frames, n_bins)``, frame-major."""
+    reach = kernel.shape[1] // 2
+    frames = frame(x, 2 * reach, hop_length, reach, pad_mode)  # (..., n_frames, 2 R)
+    pairs = frames @ _taps_matrix(kernel)  # (..., n_frames, 2 n_bins)
+    return torch.view_as_complex(pairs.unflatten(-1, (kernel.shape[0], 2)))
+
+
+def _pairs(grad: torch.Tensor) -> torch.Tensor:
+    """A complex cotangent ``(..., n_bins, n_frames)`` as real ``(..., n_frames, 2 n_bins)``."""
+    return torch.view_as_real(grad.transpose(-1, -2)).flatten(-2)
+
+
+def _correlate_adjoint(grad, kernel, hop_length: int, pad_mode: str, length: int):
+    """The dense transform's adjoint ``Re(A^H G)``: ``(..., n_bins, n_frames) -> (..., length)``."""
+    reach = kernel.shape[1] // 2
+    frames = _pairs(grad) @ _taps_matrix(kernel).transpose(0, 1)  # (..., n_frames, 2 R)
+    return overlap_add(frames, length, hop_length, reach, pad_mode)
+
+
+def _kernel_grad(signal, grad, kernel_shape, hop_length: int, pad_mode: str):
+    """``d <G, A_K signal> / dK`` in the kernel's layout: every signal's frames against its
+    cotangent, summed over batch and frames. ``signal`` is the forward's input (``cqt_kernel``)
+    or the cotangent of the adjoint's output (``cqt_kernel_adjoint``)."""
+    n_bins, width, _ = kernel_shape
+    frames = frame(signal, width, hop_length, width // 2, pad_mode)  # (..., n_frames, 2 R)
+    pairs = _pairs(grad)  # (..., n_frames, 2 n_bins): the same leading axes
+    total = frames.reshape(-1, width).transpose(0, 1) @ pairs.reshape(-1, 2 * n_bins)
+    return total.reshape(width, n_bins, 2).permute(1, 0, 2)
+
+
+def _cqt_kernel_fake(x, kernel, spec, pad_mode, output, eps):
+    *batch, n_bins, count = cqt_shape(x.shape, kernel.shape[0],
+                                      ConstantQSpec.from_key(spec).hop_length)  # fmt: skip
+    dtype = COMPLEX_OF[x.dtype] if output == "complex" else x.dtype
+    return x.new_empty((*batch, count, n_bins), dtype=dtype).transpose(-1, -2)
+
+
+def _cqt_kernel_run(x, kernel, spec, pad_mode, output, eps, fast, value):
+    if holds_spec_taps(kernel, spec):
+        return fast(x, spec, pad_mode, output, eps)
+    if x.shape[-1] == 0 and pad_mode != "constant":
+        raise ValueError(f"cqt: pad_mode={pad_mode!r} needs at least one sample")
+    spectrum = _correlate(x, kernel, ConstantQSpec.from_key(spec).hop_length, pad_mode)
+    return value(spectrum, output, eps).transpose(-1, -2)
+
+
+def _value_cpu(spectrum, output, eps):
+    return from_numpy(apply_output(to_numpy(spectrum), output, eps))
+
+
+def _value_cuda(spectrum, output, eps):
+    from specux.kernels.cuda import transforms
+
+    return transforms.apply_value(spectrum, output, eps)
+
+
+def _cqt_kernel_cpu(x, kernel, spec, pad_mode, output, eps):
+    return _cqt_kernel_run(x, kernel, spec, pad_mode, output, eps, _cqt_cpu, _value_cpu)
+
+
+def _cqt_kernel_cuda(x, kernel, spec, pad_mode, output, eps):
+    return _cqt_kernel_run(x, kernel, spec, pad_mode, output, eps, _cqt_cuda, _value_cuda)
+
+
+def _cqt_kernel_setup(ctx, inputs, output):
+    x, kernel, ctx.spec, ctx.pad_mode, ctx.output, ctx.eps = inputs
+    ctx.length = x.shape[-1]
+    ctx.save_for_backward(x, kernel)
+
+
+def _cqt_kernel_backward(ctx, grad):
+    x, kernel = ctx.saved_tensors
+    if ctx.output != "complex":
+        spectrum = cqt_kernel(x, kernel, ctx.spec, ctx.pad_mode, "complex", ctx.eps)
+        grad = output_cotangent(spectrum, grad, ctx.output, ctx.eps)
+    grad_x = grad_kernel = None
+    if ctx.needs_input_grad[0]:
+        grad_x = cqt_kernel_adjoint(grad, kernel, ctx.spec, ctx.pad_mode, ctx.length)
+    if ctx.needs_input_grad[1]:
+        hop = ConstantQSpec.from_key(ctx.spec).hop_length
+        grad_kernel = _kernel_grad(x, grad, kernel.shape, hop, ctx.pad_mode)
+    return grad_x, grad_kernel, None, None, None, None
+
+
+declare(
+    "cqt_kernel",
+    "(Tensor x, Tensor kernel, str spec, str pad_mode, str output, float eps) -> Tensor",
+    fake=_cqt_kernel_fake,
+    kernels={"cpu": _cqt_kernel_cpu, "cuda": _cqt_kernel_cuda},
+    backward=_cqt_kernel_backward,
+    setup_context=_cqt_kernel_setup,
+)
+
+
+def cqt_kernel(x, kernel, spec: str, pad_mode: str, output: str, eps: float) -> torch.Tensor:
+    """:func:`cqt` with the taps given as ``kernel`` (``(n_bins, 2 R, 2)``, x's dtype)."""
+    return call("cqt_kernel", x, kernel, spec, pad_mode, output, eps)
+
+
+def _cqt_kernel_adjoint_fake(grad, kernel, spec, pad_mode, length):
+    return grad.new_empty(cqt_adjoint_shape(grad.shape, length), dtype=REAL_OF[grad.dtype])
+
+
+def _cqt_kernel_adjoint_run(grad, kernel, spec, pad_mode, length, fast):
+    if holds_spec_taps(kernel, spec):
+        return fast(grad, spec, pad_mode, length)
+    hop = ConstantQSpec.from_key(spec).hop_length
+    return _correlate_adjoint(grad, kernel, hop, pad_mode, length)
+
+
+def _cqt_kernel_adjoint_cpu(grad, kernel, spec, pad_mode, length):
+    return _cqt_kernel_adjoint_run(grad, kernel, spec, pad_mode, length, _cqt_adjoint_cpu)
+
+
+def _cqt_kernel_adjoint_cuda(grad, kernel, spec, pad_mode, length):
+    return _cqt_kernel_adjoint_run(grad, kernel, spec, pad_mode, length, _cqt_adjoint_cuda)
+
+
+def _cqt_kernel_adjoint_setup(ctx, inputs, output):
+    grad, kernel, ctx.spec, ctx.pad_mode, _ = inputs
+    ctx.save_for_backward(grad, kernel)
+
+
+def _cqt_kernel_adjoint_backward(ctx, cotangent):
+    grad, kernel = ctx.saved_tensors
+    grad_grad = grad_kernel = None
+    if ctx.needs_input_grad[0]:
+        grad_grad = cqt_kernel(cotangent, kernel, ctx.spec, ctx.pad_mode, "complex",
+                               _COMPLEX_EPS)  # fmt: skip
+    if ctx.needs_input_grad[1]:
+        hop = ConstantQSpec.from_key(ctx.spec).hop_length
+        grad_kernel = _kernel_grad(cotangent, grad, kernel.shape, hop, ctx.pad_mode)
+    return grad_grad, grad_kernel, None, None, None
+
+
+declare(
+    "cqt_kernel_adjoint",
+    "(Tensor grad, Tensor kernel, str spec, str pad_mode, SymInt length) -> Tensor",
+    fake=_cqt_kernel_adjoint_fake,
+    kernels={"cpu": _cqt_kernel_adjoint_cpu, "cuda": _cqt_kernel_adjoint_cuda},
+    backward=_cqt_kernel_adjoint_backward,
+    setup_context=_cqt_kernel_adjoint_setup,
+)
+
+
+def cqt_kernel_adjoint(grad, kernel, spec: str, pad_mode: str, length: int) -> torch.Tensor:
+    """Adjoint of :func:`cqt_kernel` (complex output) in the signal: ``Re(A_K^H G)``."""
+    return call("cqt_kernel_adjoint", grad, kernel, spec, pad_mode, length)

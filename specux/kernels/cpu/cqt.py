@@ -64,6 +64,8 @@ __all__ = [
     "ConstantQSpec",
     "CqtPlan",
     "choose_plan",
+    "correlation_kernel",
+    "correlation_kernel_shape",
     "correlation_taps",
     "cqt",
     "cqt_adjoint",
@@ -121,6 +123,35 @@ def correlation_taps(spec: ConstantQSpec) -> tuple[np.ndarray, tuple[np.ndarray,
     """
     t = _taps(spec)
     return t.lo.copy(), t.values
+
+
+def _reach(t: _Taps) -> int:
+    return max(-int(t.lo.min()), int(t.hi.max()) + 1, 1)
+
+
+def correlation_kernel_shape(spec: ConstantQSpec) -> tuple[int, int, int]:
+    """The shape of :func:`correlation_kernel` ``(n_bins, 2 R, 2)``, without building it."""
+    return spec.n_bins, 2 * _reach(_taps(spec)), 2
+
+
+def correlation_kernel(spec: ConstantQSpec) -> np.ndarray:
+    """The taps as one real array ``K`` of shape ``(n_bins, 2 R, 2)``, float64 (a new array:
+    a default chroma(source="cqt")'s is 141 MB, so none is kept):
+    ``X[..., k, t] = sum_i xp[t * hop_length - R + i] * (K[k, i, 0] + 1j K[k, i, 1])``.
+
+    ``R`` is the smallest reach that holds every bin's taps (``u = -R .. R - 1``), so each
+    frame is centred on its sample like the transform's. This is the layout of
+    ``specux.nn.CQT``'s ``kernel`` buffer and of the ``cqt_kernel`` ops' kernel argument
+    (``torch.view_as_complex`` of it gives the complex taps).
+    """
+    t = _taps(spec)
+    reach = _reach(t)
+    out = np.zeros((spec.n_bins, 2 * reach, 2))
+    for k, values in enumerate(t.values):
+        first = int(t.lo[k]) + reach
+        out[k, first : first + values.shape[0], 0] = values.real
+        out[k, first : first + values.shape[0], 1] = values.imag
+    return out
 
 
 def _octave_groups(spec: ConstantQSpec) -> tuple[tuple[int, int], ...]:

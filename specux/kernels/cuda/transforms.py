@@ -31,8 +31,8 @@ import math
 
 import numpy as np
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
 
+from specux.compat.tensor_cache import PerVersion, capturing, fixed_values
 from specux.compat.torch_compat import dtype_name, upload
 from specux.kernels import transform_exec
 from specux.kernels.cpu import stft as cpu_stft
@@ -174,10 +174,10 @@ def _stft_into(x: torch.Tensor, window, p: StftParams, value: str, eps: float,
                                 norm)  # fmt: skip
     if value == "complex":
         return out.copy_(spectrum)
-    return _apply_value(spectrum, value, eps, out, dst_storage)
+    return apply_value(spectrum, value, eps, out, dst_storage)
 
 
-def _apply_value(spectrum: torch.Tensor, value: str, eps: float, out=None,
+def apply_value(spectrum: torch.Tensor, value: str, eps: float, out=None,
                  storage: str | None = None) -> torch.Tensor:  # fmt: skip
     """A contiguous complex spectrum -> magnitude / power / dB (10 log10 max(power, eps)) by
     the ``value`` kernel (the torch-free route's, so both routes give the same bits) into
@@ -239,55 +239,9 @@ def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tenso
     return out
 
 
-class _PerVersion:
-    """Values built from a tensor's contents (reading it on the host waits for the device),
-    kept per tensor and key while the tensor keeps its version and data pointer, at most
-    ``limit`` keys a tensor (the oldest dropped), dropped with the tensor. For tensors that
-    hold fixed values only: a tensor that needs a gradient may change through ``.data``
-    without a new version (gradcheck, optimizers), and a view may be new on every call."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._entries = WeakIdKeyDictionary()  # tensor -> ((version, data pointer), {key: value})
-
-    @staticmethod
-    def _state(tensor: torch.Tensor) -> tuple[int, int]:
-        return tensor._version, tensor.data_ptr()
-
-    def get(self, tensor: torch.Tensor, key):
-        entry = self._entries.get(tensor)
-        if entry is None or entry[0] != self._state(tensor):
-            return None
-        return entry[1].get(key)
-
-    def put(self, tensor: torch.Tensor, key, value) -> None:
-        entry = self._entries.get(tensor)
-        if entry is None or entry[0] != self._state(tensor):
-            entry = self._entries[tensor] = (self._state(tensor), {})
-        if len(entry[1]) >= self.limit:
-            entry[1].pop(next(iter(entry[1])))
-        entry[1][key] = value
-
-    def keys_of(self, tensor: torch.Tensor) -> list:
-        """The keys kept for ``tensor``'s current contents."""
-        entry = self._entries.get(tensor)
-        return [] if entry is None or entry[0] != self._state(tensor) else list(entry[1])
-
-    def tensors(self) -> list:
-        return list(self._entries.keys())
-
-    def __contains__(self, tensor: torch.Tensor) -> bool:  # by identity
-        return tensor in self._entries
-
-
-def _fixed(t: torch.Tensor) -> bool:
-    """Whether ``t`` may be kept in a :class:`_PerVersion` cache."""
-    return not t.requires_grad and t._base is None
-
-
 # istft's envelope of a user window, (p, count, length, precision) -> (envelope on the device,
 # start, stop, out_length): its NOLA check and envelope read the window on the host
-_ENVELOPES = _PerVersion(16)  # variable lengths: the latest shapes
+_ENVELOPES = PerVersion(16)  # variable lengths: the latest shapes
 
 
 def _window_envelope(backend, window: torch.Tensor, p: StftParams, count: int, length: int,
@@ -298,12 +252,12 @@ def _window_envelope(backend, window: torch.Tensor, p: StftParams, count: int, l
     values may change without a new version: gradcheck and optimizers write through
     ``.data``) or is a view is read on every call. While a CUDA graph is captured only a
     kept one can be used."""
-    fixed = _fixed(window)
+    fixed = fixed_values(window)
     key = (p, count, length, precision)
     found = _ENVELOPES.get(window, key) if fixed else None
     if found is not None:
         return found
-    if _capturing(window):
+    if capturing(window):
         raise RuntimeError(
             "istft with a window tensor reads the window on the host once per tensor version "
             "and call shape (the NOLA check and the window envelope), and on every call when "
@@ -465,7 +419,7 @@ def cqt(x: torch.Tensor, spec: ConstantQSpec, pad_mode: str, output: str, eps: f
                                      count=count, n_frames=n_frames, row_len=length + 2 * pad,
                                      pad=pad, precision=precision)  # fmt: skip
     spectrum = torch.view_as_complex(out.view(count, n_frames, spec.n_bins, 2))
-    result = _apply_value(spectrum, output, eps).reshape(*batch, n_frames, spec.n_bins)
+    result = apply_value(spectrum, output, eps).reshape(*batch, n_frames, spec.n_bins)
     return result.transpose(-1, -2)
 
 
@@ -574,14 +528,9 @@ def _transposed_bands(backend, bank: torch.Tensor | None, bank_spec: str, precis
     return _bands(backend, bank.t(), "", precision, n_bands, "the cotangent")[:2]
 
 
-def _capturing(t: torch.Tensor) -> bool:
-    """Whether a CUDA graph is being captured on ``t``'s device's current stream."""
-    return t.is_cuda and torch.cuda.is_current_stream_capturing()
-
-
 # user matrices' sparse tables (an nn module's filterbank buffer, passed on every call),
 # (transposed, precision) -> (bands, weights); transposed: a filterbank's, for the fused adjoint
-_SPARSE = _PerVersion(4)
+_SPARSE = PerVersion(4)
 
 
 def _sparse_tables(matrix: torch.Tensor, precision: str, transposed: bool = False):
@@ -596,13 +545,12 @@ def _sparse_tables(matrix: torch.Tensor, precision: str, transposed: bool = Fals
     once), so it is skipped for what may change every call or cannot wait: a matrix that
     needs a gradient (a learned bank), a view (a backward's transpose, new on every call),
     and, while a CUDA graph is being captured, any that were not built before the capture."""
-    if not _fixed(matrix):
+    if not fixed_values(matrix):
         return None
     key = (transposed, precision)
     tables = _SPARSE.get(matrix, key)
-    if tables is not None or _capturing(matrix):
+    if tables is not None or capturing(matrix):
         return tables
-        return None
     host = matrix.detach().to(device="cpu", dtype=torch.float64).numpy()
     bands, weights, _ = transform_exec.sparse_tables(host.T if transposed else host, precision)
     tables = (upload(torch.from_numpy(bands), matrix.device),
@@ -669,5 +617,5 @@ def _product(fx: torch.Tensor, fy: torch.Tensor) -> torch.Tensor:
     return out
 
 
-__all__ = ["bank_spectrogram", "cqt", "cqt_adjoint", "fftconvolve", "frame", "full_window",
-           "istft", "overlap_add", "project", "stft"]  # fmt: skip
+__all__ = ["apply_value", "bank_spectrogram", "cqt", "cqt_adjoint", "fftconvolve", "frame",
+           "full_window", "istft", "overlap_add", "project", "stft"]  # fmt: skip
