@@ -103,6 +103,10 @@ class NumpyEngine:
         magnitude = np.abs(values)
         if norm == np.inf:
             length = magnitude.max(axis=axis, keepdims=True)
+        elif norm == -np.inf:
+            length = magnitude.min(axis=axis, keepdims=True)
+        elif norm == 0:  # the count of nonzero values
+            length = (magnitude > 0).sum(axis=axis, keepdims=True, dtype=values.dtype)
         elif norm == 1:
             length = magnitude.sum(axis=axis, keepdims=True)
         else:  # peak * ||magnitude / peak||_p: |x| ** p neither overflows nor underflows
@@ -218,6 +222,10 @@ class TorchEngine:
         magnitude = values.abs()
         if norm == float("inf"):
             length = magnitude.amax(dim=axis, keepdim=True)
+        elif norm == -float("inf"):
+            length = magnitude.amin(dim=axis, keepdim=True)
+        elif norm == 0:  # the count of nonzero values
+            length = (magnitude > 0).sum(dim=axis, keepdim=True, dtype=values.dtype)
         elif norm == 1:
             length = magnitude.sum(dim=axis, keepdim=True)
         else:  # peak * ||magnitude / peak||_p, as NumpyEngine.normalize

@@ -233,11 +233,13 @@ def lfcc(
 
 
 def _chroma_norm(norm: Any) -> float | None:
+    """librosa's util.normalize norms: None, inf (the peak), -inf (the smallest magnitude),
+    0 (the count of nonzero values) or a p > 0."""
     if norm is None:
         return None
     value = params.as_float("norm", norm, finite=False)
-    if not value > 0:
-        raise ValueError(f"norm={norm!r} is out of range: use None, inf or a p > 0")
+    if not (value > 0 or value == 0 or value == -math.inf):  # also rejects nan
+        raise ValueError(f"norm={norm!r} is out of range: use None, inf, -inf, 0 or a p > 0")
     return value
 
 

@@ -551,7 +551,7 @@ def _transform_families(recorder):
         # the torch-free route's array kinds
         for kind, options in (("map", ("clip", "threshold", "db", "window")),
                               ("value", ("magnitude", "power", "db")), ("rowmax", ("",)),
-                              ("colnorm", ("inf", "1", "p"))):  # fmt: skip
+                              ("colnorm", ("inf", "min", "count", "1", "p"))):  # fmt: skip
             for option in options:
                 recorder.specs.add(GatherSpec(kind, storage, precision, option))
         recorder.specs.add(GatherSpec("cmul", precision, precision))

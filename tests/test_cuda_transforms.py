@@ -428,6 +428,8 @@ FEATURE_CASES = {
         ),
     ),
     "chroma-default": (specux.chroma, dict(sr=22050)),
+    "chroma-min-norm": (specux.chroma, dict(PERF, norm=-math.inf)),
+    "chroma-count-norm": (specux.chroma, dict(PERF, norm=0)),
     "chroma-norm2-tuning-24": (specux.chroma, dict(PERF, norm=2, tuning=0.3, n_chroma=24)),
     "chroma-no-norm-odd": (
         specux.chroma,

@@ -514,7 +514,7 @@ def _tones(rng, shape, sr, length):
 
 @pytest.mark.parametrize("tuning", [0.0, 0.3])
 @pytest.mark.parametrize("n_chroma", [12, 24])
-@pytest.mark.parametrize("norm", [np.inf, 1, 2, None])
+@pytest.mark.parametrize("norm", [np.inf, -np.inf, 0, 1, 2, None])
 def test_chroma_vs_librosa(rng, tuning, n_chroma, norm):
     sr = 22050
     x = _tones(rng, (2,), sr, 8000)
@@ -579,7 +579,7 @@ def test_chroma_p_norm_float32_at_any_scale(rng, scale, norm):
 
 
 @pytest.mark.parametrize("source", ["stft", "cqt"])
-@pytest.mark.parametrize("norm", [2, 3, 1.5, np.inf, 1])
+@pytest.mark.parametrize("norm", [2, 3, 1.5, np.inf, 1, -np.inf, 0])
 def test_chroma_gradient_is_finite_on_silent_frames(rng, norm, source):
     """A silent frame's chroma is left as it is (its length is 0), and so is its gradient:
     with a p-norm the length's ``sum ** (1 / p)`` at 0 once had an infinite derivative, and
@@ -598,7 +598,11 @@ def test_chroma_gradient_is_finite_on_silent_frames(rng, norm, source):
     out.sum().backward()
     assert torch.isfinite(out).all() and torch.isfinite(t.grad).all()
     assert (out[..., :4] == 0).all()  # frames over silence only
-    small = torch.tensor(x[:, 7168:9216], requires_grad=True)  # silence, then a signal
+    # silence, then a signal; with norm=-inf (each frame over its smallest value) the frames
+    # at the onset divide by values near 0, too ill-conditioned for finite differences: the
+    # signal alone there
+    start = 9216 if norm == -np.inf else 7168
+    small = torch.tensor(x[:, start : start + 2048], requires_grad=True)
     assert torch.autograd.gradcheck(lambda v: specux.chroma(v, **kw), (small,), fast_mode=True)
 
 
@@ -625,7 +629,7 @@ def test_chroma_unsupported_options(rng):
 
 
 @pytest.mark.parametrize("n_chroma,bins_per_octave", [(12, 36), (12, 24), (24, 48)])
-@pytest.mark.parametrize("norm", [np.inf, 2, None])
+@pytest.mark.parametrize("norm", [np.inf, -np.inf, 0, 2, None])
 def test_chroma_cqt_folds_the_cqt(rng, n_chroma, bins_per_octave, norm):
     # Exact in float64: librosa's cq_to_chroma fold of specux's own |CQT|, then normalize.
     librosa = pytest.importorskip("librosa")

@@ -275,7 +275,7 @@ def test_mfcc_top_db_clip_read_by_the_dct(dtype):
     _check(specux.mfcc, x, precision=dtype, **kw)
 
 
-@pytest.mark.parametrize("norm", [np.inf, 1, 2, None])
+@pytest.mark.parametrize("norm", [np.inf, -np.inf, 0, 1, 2, None])
 def test_chroma_stft(norm):
     x = _signal((2, 160))
     _check(specux.chroma, x, sr=1000, n_fft=32, hop_length=8, tuning=0.0, norm=norm)

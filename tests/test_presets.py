@@ -199,6 +199,8 @@ def test_librosa_float16_signal_computes_and_returns_float32():
         dict(tuning=0.0),
         dict(sr=44100, n_fft=4096, hop_length=1024, tuning=-0.2, n_chroma=24, norm=2.0),
         dict(tuning=0.1, norm=None, ctroct=4.0, octwidth=None, base_c=False, window="hamming"),
+        dict(tuning=0.0, norm=-np.inf),
+        dict(tuning=0.0, norm=0),
     ],
 )
 def test_librosa_chroma_stft(kwargs):

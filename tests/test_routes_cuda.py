@@ -32,6 +32,10 @@ TRANSFORMS = {
     "stft": lambda x: specux.stft(x, n_fft=512, hop_length=128),
     "mel": lambda x: specux.melspectrogram(x, sr=16000, n_fft=512, hop_length=128, n_mels=40),
     "fft": lambda x: specux.fft(x),
+    # the colnorm kernel's min and count options (the torch-free route), torch's on torch
+    "chroma-min": lambda x: specux.chroma(x, sr=16000, n_fft=512, hop_length=128,
+                                          norm=-np.inf),  # fmt: skip
+    "chroma-count": lambda x: specux.chroma(x, sr=16000, n_fft=512, hop_length=128, norm=0),
 }
 
 

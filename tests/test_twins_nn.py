@@ -31,6 +31,8 @@ SIGNAL_CASES = [
     ("LFCC", "lfcc", dict(sr=SR, n_lfcc=16, n_filter=48, n_fft=400, win_length=300)),
     ("Chroma", "chroma", dict(sr=22050, n_fft=1024, tuning=0.25, norm=2.0)),
     ("Chroma", "chroma", dict(sr=22050, n_fft=1024, hop_length=256, octwidth=None, base_c=False)),
+    ("Chroma", "chroma", dict(sr=22050, n_fft=1024, norm=-np.inf)),
+    ("Chroma", "chroma", dict(sr=22050, n_fft=512, norm=0)),
 ]  # fmt: skip
 IDS = [f"{name}-{i}" for i, (name, _, _) in enumerate(SIGNAL_CASES)]
 

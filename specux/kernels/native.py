@@ -657,6 +657,11 @@ def spectral_product(fx: DeviceArray, fy: DeviceArray, lead: tuple[int, ...]) ->
 # the engine
 
 
+
+# colnorm kernel options by librosa's normalize norm (any other p > 0: "p")
+_COLNORM_OPTIONS = {math.inf: "inf", -math.inf: "min", 0.0: "count", 1.0: "1"}
+
+
 class NativeEngine:
     """specux.engines' interface on DeviceArrays (forward only: no autograd without torch)."""
 
@@ -728,7 +733,7 @@ class NativeEngine:
         values = dense(values)
         count, size = values.shape[-2], values.shape[-1]
         rows = values.size // max(count * size, 1)
-        option = "inf" if norm == math.inf else ("1" if norm == 1 else "p")
+        option = _COLNORM_OPTIONS.get(norm, "p")
         tiny = float(np.finfo(np.dtype(values.dtype)).tiny)
         return _elementwise("colnorm", option, values, values.dtype, rows=rows, size=size,
                             count=count, eps=tiny, exponent=float(norm))  # fmt: skip

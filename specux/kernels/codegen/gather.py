@@ -57,8 +57,9 @@ and the torch route's fftconvolve product and unfused stft mapping, so both give
   loads in flight), then a tree in shared memory. A second launch over the ``(rows,
   count)`` partials gives the rows' maxima. NaN propagates (numpy's and torch's max).
 - ``colnorm``: ``x`` as (rows, count, size) normalized along ``count`` (one thread per
-  (row, column)): ``option`` ``inf`` | ``1`` | ``p`` (``exponent``), lengths below ``eps``
-  left as they are (librosa's ``util.normalize``).
+  (row, column)): ``option`` ``inf`` (the peak) | ``min`` (the smallest magnitude) |
+  ``count`` (of nonzero values) | ``1`` | ``p`` (``exponent``), lengths below ``eps`` left
+  as they are (librosa's ``util.normalize``).
 - ``correlate``: ``out[r, t, pad + c] = sum_j x[r, start + t * hop + j] * table_a[j, c]``
   for ``c < size``, ``j < frame_len`` (rows of ``sig_len`` in, of ``stop`` out): the
   constant-Q kernels of one octave group. A tiled block kernel (``option``
@@ -562,6 +563,8 @@ def _colnorm(spec: GatherSpec) -> str:
     ] if spec.option == "p" else []  # fmt: skip
     accumulate = {
         "inf": "length = a > length ? a : length;",
+        "min": "length = (k == 0 || a < length) ? a : length;",
+        "count": "length += a > (real_t)0 ? (real_t)1 : (real_t)0;",
         "1": "length += a;",
         "p": "length += pow(a / unit, (real_t)exponent);",
     }[spec.option]
