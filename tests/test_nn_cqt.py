@@ -289,3 +289,22 @@ def test_copies_and_pickles_keep_the_kernel():
     copied = copy.deepcopy(module)
     assert torch.equal(loaded(x), module(x)) and torch.equal(copied(x), module(x))
     assert torch.equal(copied.double()(x.double()), specux.cqt(x.double(), **kwargs))
+
+
+def test_dense_path_takes_signals_in_groups(monkeypatch):
+    """The dense correlation frames a group of signals at a time (bounded memory): a bound of
+    one signal's frames gives the same values as one group, forward and adjoint."""
+    kwargs = PARAMS["CQT"]
+    module = nn.CQT(**kwargs, dtype=torch.float64)
+    with torch.no_grad():
+        module.kernel.mul_(-1.0)  # not the spec's taps: the dense path (negation is exact)
+    x = _signal((2, 3, 1500)).requires_grad_(True)
+    whole = module(x)
+    (grad_whole,) = torch.autograd.grad(whole.abs().sum(), x)
+    monkeypatch.setattr(ops_cqt, "_FRAME_SAMPLES", 1)  # one signal a group
+    grouped = module(x)
+    (grad_grouped,) = torch.autograd.grad(grouped.abs().sum(), x)
+    # the same sums; BLAS may block a product of fewer rows differently: float64 round-off
+    for got, ref in ((grouped, whole), (grad_grouped, grad_whole)):
+        assert rel_peak(got.detach(), ref.detach()) < TOLERANCES["float64"]
+    assert rel_peak(whole.detach(), -specux.cqt(x.detach(), **kwargs)) < TOLERANCES["float64"]

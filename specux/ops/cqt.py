@@ -21,7 +21,7 @@ from specux.compat.tensor_cache import PerVersion, capturing, fixed_values
 from specux.kernels.cpu import cqt as cpu_cqt
 from specux.kernels.cpu.stft import apply_output
 from specux.meta.cqt_params import ConstantQSpec
-from specux.meta.cqt_shapes import cqt_adjoint_shape, cqt_shape
+from specux.meta.cqt_shapes import cqt_adjoint_shape, cqt_n_frames, cqt_shape
 from specux.ops._declare import COMPLEX_OF, REAL_OF, call, declare, from_numpy, to_numpy
 from specux.ops.frames import frame, overlap_add
 from specux.ops.stft import output_cotangent
@@ -166,12 +166,29 @@ def _taps_matrix(kernel: torch.Tensor) -> torch.Tensor:
     return kernel.permute(1, 0, 2).reshape(kernel.shape[1], 2 * kernel.shape[0])
 
 
+# frame samples a dense call holds at once (64 MB in float32): signals are taken in groups
+# (the default CQT's frames are 2 R = 23376 samples every hop: 40 MB a 5 s signal)
+_FRAME_SAMPLES = 1 << 24
+
+
+def _groups(count: int, n_frames: int, width: int) -> list[slice]:
+    step = max(1, _FRAME_SAMPLES // max(1, n_frames * width))
+    return [slice(i, i + step) for i in range(0, count, step)]
+
+
 def _correlate(x: torch.Tensor, kernel: torch.Tensor, hop_length: int, pad_mode: str):
-    """The dense transform: complex ``(..., n_frames, n_bins)``, frame-major."""
-    reach = kernel.shape[1] // 2
-    frames = frame(x, 2 * reach, hop_length, reach, pad_mode)  # (..., n_frames, 2 R)
-    pairs = frames @ _taps_matrix(kernel)  # (..., n_frames, 2 n_bins)
-    return torch.view_as_complex(pairs.unflatten(-1, (kernel.shape[0], 2)))
+    """The dense transform: complex ``(..., n_frames, n_bins)``, frame-major (no autograd:
+    a kernel's; a group of signals' frames at a time)."""
+    *batch, length = x.shape
+    n_bins, width, _ = kernel.shape
+    n_frames = cqt_n_frames(length, hop_length)
+    flat = x.reshape(-1, length)
+    taps = _taps_matrix(kernel)
+    parts = [frame(flat[g], width, hop_length, width // 2, pad_mode) @ taps
+             for g in _groups(flat.shape[0], n_frames, width)]  # fmt: skip
+    pairs = torch.cat(parts) if parts else x.new_empty((0, n_frames, 2 * n_bins))
+    return torch.view_as_complex(pairs.unflatten(-1, (n_bins, 2))).reshape(*batch, n_frames,
+                                                                           n_bins)  # fmt: skip
 
 
 def _pairs(grad: torch.Tensor) -> torch.Tensor:
@@ -180,10 +197,16 @@ def _pairs(grad: torch.Tensor) -> torch.Tensor:
 
 
 def _correlate_adjoint(grad, kernel, hop_length: int, pad_mode: str, length: int):
-    """The dense transform's adjoint ``Re(A^H G)``: ``(..., n_bins, n_frames) -> (..., length)``."""
-    reach = kernel.shape[1] // 2
-    frames = _pairs(grad) @ _taps_matrix(kernel).transpose(0, 1)  # (..., n_frames, 2 R)
-    return overlap_add(frames, length, hop_length, reach, pad_mode)
+    """The dense transform's adjoint ``Re(A^H G)``: ``(..., n_bins, n_frames) -> (..., length)``
+    (no autograd: a kernel's; a group of signals' frames at a time)."""
+    *batch, n_bins, n_frames = grad.shape
+    width = kernel.shape[1]
+    pairs = _pairs(grad).reshape(-1, n_frames, 2 * n_bins)
+    taps = _taps_matrix(kernel).transpose(0, 1)
+    parts = [overlap_add(pairs[g] @ taps, length, hop_length, width // 2, pad_mode)
+             for g in _groups(pairs.shape[0], n_frames, width)]  # fmt: skip
+    out = torch.cat(parts) if parts else grad.new_zeros((0, length), dtype=REAL_OF[grad.dtype])
+    return out.reshape(*batch, length)
 
 
 def _kernel_grad(signal, grad, kernel_shape, hop_length: int, pad_mode: str):
