@@ -589,8 +589,8 @@ class _ConstantQ(_Module):
     While the buffer holds the taps it was built with (read once per tensor version), forward
     runs the function's kernels and equals it; a changed, loaded or learned kernel (``module.
     kernel = torch.nn.Parameter(module.kernel.clone())``) runs a dense correlation, every tap
-    of every bin over frames of ``2 R`` samples (same values; slower, and it holds the frames:
-    ``n_frames * 2 R`` samples a signal), and the ops' backward reaches the kernel.
+    of every bin over frames of ``2 R`` samples (same values, slower; see docs/api.md for its
+    memory), and the ops' backward reaches the kernel.
     ``tuning=None`` estimates the tuning from each input, as the function does: such a module
     holds no kernel and calls the function.
     """
