@@ -1093,3 +1093,22 @@ def test_constant_builders_run_once_per_key():
     assert np.array_equal(device.download(first), np.arange(6.0))
     device.constant(("test", 2), build)
     assert len(builds) == 2
+
+
+@pytest.mark.parametrize("norm", [np.inf, -np.inf, 0, 1, 2])
+def test_colnorm_as_the_engines_with_nan_and_silence(norm):
+    """The colnorm kernel against NumpyEngine.normalize (librosa's util.normalize): a NaN
+    anywhere in a column makes it NaN for the max, min, 1 and p norms as numpy's reductions
+    do (the max and min once kept a NaN only in a column's first row), none for the count;
+    silent columns stay as they are."""
+    from specux.engines import NumpyEngine
+
+    device = emulate.HostDevice()
+    values = _signal((2, 5, 6))
+    values[0, 0, 0] = values[0, 2, 1] = values[1, 4, 2] = np.nan
+    values[1, :, 3] = 0.0
+    values[1, 1:, 4] = 0.0
+    ref = NumpyEngine.normalize(values, norm, -2)
+    got = device.download(native.dense(native.NativeEngine.normalize(device.upload(values),
+                                                                     norm, -2)))  # fmt: skip
+    np.testing.assert_allclose(got, ref, rtol=1e-15, atol=0, equal_nan=True)

@@ -562,8 +562,9 @@ def _colnorm(spec: GatherSpec) -> str:
         "    const real_t unit = peak > (real_t)0 ? peak : (real_t)1;",
     ] if spec.option == "p" else []  # fmt: skip
     accumulate = {
-        "inf": "length = a > length ? a : length;",
-        "min": "length = (k == 0 || a < length) ? a : length;",
+        # a NaN is taken and then kept (numpy's max / min and torch's propagate it)
+        "inf": "length = (a > length || a != a) ? a : length;",
+        "min": "length = (k == 0 || a < length || a != a) ? a : length;",
         "count": "length += a > (real_t)0 ? (real_t)1 : (real_t)0;",
         "1": "length += a;",
         "p": "length += pow(a / unit, (real_t)exponent);",
