@@ -17,12 +17,14 @@ float32, as torchaudio does), so ``state_dict`` round-trips, ``.to(device)`` mov
 user may replace them (``module.fb = my_bank``, or :meth:`set_filter` to give float64 values)
 or learn them (``module.fb = torch.nn.Parameter(module.fb.clone())``): the ops' backward
 reaches them. Change a buffer's values in place through the tensor itself (``with
-torch.no_grad(): module.fb.copy_(bank)``), not through ``.data``: conversions to the input's
-dtype and the CUDA kernels' tables of a bank are kept per tensor version, which ``.data``
-edits do not advance. Changing the module's dtype (``.double()``, ``.to(torch.float64)``,
-``.half()``) rounds a buffer that still holds the filter it was built with afresh from its
-float64 values, so a ``.double()``-ed module equals the float64 function; a replaced or
-modified buffer (a loaded ``state_dict`` with other values included) is cast as usual.
+torch.no_grad(): module.fb.copy_(bank)``), not through ``.data`` or a numpy view: conversions
+to the input's dtype, the CUDA kernels' tables of a bank and whether a CQT kernel holds its
+taps are kept per tensor version, which such edits do not advance (a buffer made under
+``torch.inference_mode`` has no version: replace it, ``module.fb = ...``, to change it).
+Changing the module's dtype (``.double()``, ``.to(torch.float64)``, ``.half()``) rounds a
+buffer that still holds the filter it was built with afresh from its float64 values, so a
+``.double()``-ed module equals the float64 function; a replaced or modified buffer (a loaded
+``state_dict`` with other values included) is cast as usual.
 
 Precision: inputs compute as with the functions (float16 / bfloat16 in float32, float32 and
 float64 as themselves; real outputs come back in the input's dtype). Buffers are cast to that
@@ -104,10 +106,37 @@ def _window64(window: Any, p: StftParams) -> Any:
     return np.asarray(window, dtype=np.float64)
 
 
+def _holds(buffer: torch.Tensor, source: torch.Tensor) -> bool:
+    """Whether ``buffer`` holds the float64 filter ``source`` rounded to its dtype."""
+    if buffer.shape != source.shape:
+        return False
+    try:
+        return bool(torch.equal(buffer, source.to(device=buffer.device, dtype=buffer.dtype)))
+    except (RuntimeError, NotImplementedError):  # meta tensors and the like: no values
+        return False
+
+
+def _built(build: Any) -> torch.Tensor:
+    """A float64 filter from a function that builds a new numpy array (no second copy)."""
+    return torch.from_numpy(np.asarray(build(), dtype=np.float64))
+
+
 def _float64(values: Any) -> torch.Tensor:
     """``values`` (a tensor or an array) as a float64 CPU tensor, detached."""
     source = values if isinstance(values, torch.Tensor) else torch.from_numpy(np.array(values))
     return source.detach().to("cpu", torch.float64)
+
+
+def _on_device(buffer: Any, x: torch.Tensor, name: str) -> None:
+    """That buffer ``name`` is a tensor on ``x``'s device (specux never copies silently)."""
+    if not isinstance(buffer, torch.Tensor):
+        raise TypeError(f"the module's {name} is {type(buffer).__name__}, not a tensor: assign "
+                        f"a tensor (module.{name} = ...) or build the module again")  # fmt: skip
+    if buffer.device != x.device:
+        raise specux.BackendUnavailableError(
+            f"the module's {name} is on {buffer.device} but the input is on {x.device}: move the "
+            "module with .to(device); specux never copies silently"
+        )
 
 
 def _like(buffer: torch.Tensor, x: torch.Tensor, name: str) -> torch.Tensor:
@@ -117,17 +146,14 @@ def _like(buffer: torch.Tensor, x: torch.Tensor, name: str) -> torch.Tensor:
     data pointer) and handed out again: the ops then see the same tensor on every call, which
     is what the CUDA kernels cache a filterbank's sparse tables by (a new tensor per call
     would make them read it on the host every call)."""
-    if buffer.device != x.device:
-        raise specux.BackendUnavailableError(
-            f"the module's {name} is on {buffer.device} but the input is on {x.device}: move the "
-            "module with .to(device); specux never copies silently"
-        )
+    _on_device(buffer, x, name)
     if buffer.dtype == x.dtype:
         return buffer
     if (buffer.requires_grad or type(buffer) is not torch.Tensor or not plain_eager()
-            or torch.is_inference_mode_enabled()):  # fmt: skip
+            or torch.is_inference_mode_enabled() or buffer.is_inference()):  # fmt: skip
         # in the autograd graph / traced: converted where used; under inference_mode the copy
-        # would be an inference tensor, which a later call with gradients could not save
+        # would be an inference tensor, which a later call with gradients could not save (and
+        # a buffer made under it has no version to keep a conversion by)
         return buffer.to(x.dtype)
     state = (buffer._version, buffer.data_ptr())
     kept = _CONVERTED.setdefault(buffer, {})
@@ -185,7 +211,7 @@ class _Module(torch.nn.Module):
         self._set_filter(name, values, dtype, device)
 
     def _set_filter(self, name: str, values: Any, dtype: Any, device: Any) -> None:
-        source = _float64(values() if callable(values) else values)
+        source = _built(values) if callable(values) else _float64(values)
         present = self._buffers.get(name)
         if present is not None:
             dtype = present.dtype if dtype is None else dtype
@@ -195,27 +221,23 @@ class _Module(torch.nn.Module):
 
     def _source(self, name: str) -> torch.Tensor:
         source = self._sources[name]
-        return _float64(source()) if callable(source) else source
-
-    def _holds_source(self, name: str) -> bool:
-        buffer, source = self._buffers.get(name), self._source(name)
-        if buffer is None or buffer.shape != source.shape or not buffer.is_floating_point():
-            return False
-        try:
-            return bool(torch.equal(buffer, source.to(device=buffer.device, dtype=buffer.dtype)))
-        except (RuntimeError, NotImplementedError):  # meta tensors and the like: no values
-            return False
+        return _built(source) if callable(source) else source
 
     def _apply(self, fn: Any, recurse: bool = True) -> Any:
-        # .double() / .half() / .to(dtype): a buffer still equal to the filter it was built with
-        # is rounded again from float64 rather than from its present (rounded) values.
-        pristine = {name: self._buffers[name].dtype for name in self._sources
-                    if self._holds_source(name)}  # fmt: skip
+        # .double() / .half() / .to(dtype): a buffer that held the filter it was built with is
+        # rounded again from float64 rather than from its present (rounded) values. Compared
+        # only when its dtype changed (the CQT's kernel is up to 141 MB in float64).
+        before = {name: self._buffers.get(name) for name in self._sources}
         module = super()._apply(fn, recurse)
-        for name, before in pristine.items():
+        for name, old in before.items():
             buffer = self._buffers.get(name)
-            if buffer is not None and buffer.dtype != before and buffer.is_floating_point():
-                self._buffers[name] = self._source(name).to(buffer.device, buffer.dtype)
+            if not (isinstance(buffer, torch.Tensor) and isinstance(old, torch.Tensor)
+                    and buffer.dtype != old.dtype and buffer.is_floating_point()
+                    and old.is_floating_point()):  # fmt: skip
+                continue
+            source = self._source(name)
+            if _holds(old, source):
+                self._buffers[name] = source.to(buffer.device, buffer.dtype)
         return module
 
     def _setup_stft(self, a: dict[str, Any], n_fft: Any = None) -> StftParams:
@@ -492,7 +514,7 @@ class Chroma(_Banded):
         xc, dtype = self._prepare(x)
         if self._through_function:
             magnitude = torch.ops.specux.cqt_kernel(
-                xc, _like(self.kernel, xc, "kernel"), self._key, self._pad_mode, "magnitude",
+                xc, _taps_operand(self.kernel, xc), self._key, self._pad_mode, "magnitude",
                 _LOG_AMIN,
             )  # fmt: skip
             out = torch.ops.specux.project(magnitude, _like(self.fb, xc, "fb"), "", None)
@@ -573,6 +595,17 @@ class FFTConvolve(_Module):
         return specux.fftconvolve(x, _like(kernel, x, "kernel"), **params)
 
 
+def _taps_operand(kernel: Any, x: torch.Tensor) -> torch.Tensor:
+    """A constant-Q ``kernel`` buffer as the ``cqt_kernel`` op takes it: float32 / float64 as
+    they are (the op rounds a wider one to the signal's dtype, and a float64 buffer that holds
+    its taps runs the spec's kernels for float32 signals too: no conversion a call), half
+    precision in the signal's dtype."""
+    _on_device(kernel, x, "kernel")
+    if kernel.dtype in (torch.float32, torch.float64):
+        return kernel
+    return _like(kernel, x, "kernel")
+
+
 def _constant_q_length(x: torch.Tensor) -> None:
     if x.shape[-1] == 0:
         raise ValueError("x has an empty time axis: the CQT needs at least one sample")
@@ -619,7 +652,7 @@ class _ConstantQ(_Module):
         if self._key is None:
             return self.twin(x)
         xc, dtype = self._prepare(x)
-        out = torch.ops.specux.cqt_kernel(xc, _like(self.kernel, xc, "kernel"), self._key,
+        out = torch.ops.specux.cqt_kernel(xc, _taps_operand(self.kernel, xc), self._key,
                                           self._pad_mode, self._output, self._eps)  # fmt: skip
         wanted = dtypes.result_dtype(dtype_name(dtype), dtype_name(out.dtype), "torch")
         return _restore(out, getattr(torch, wanted))

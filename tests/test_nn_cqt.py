@@ -308,3 +308,76 @@ def test_dense_path_takes_signals_in_groups(monkeypatch):
     for got, ref in ((grouped, whole), (grad_grouped, grad_whole)):
         assert rel_peak(got.detach(), ref.detach()) < TOLERANCES["float64"]
     assert rel_peak(whole.detach(), -specux.cqt(x.detach(), **kwargs)) < TOLERANCES["float64"]
+
+
+def test_inference_mode_modules_and_buffers():
+    """Modules built or run under torch.inference_mode (their buffers then have no version
+    counter: kept by data pointer) equal the function, inside and outside it; a float32
+    buffer given float64 input there too (it once raised "Inference tensors do not track
+    version counter"). A mel module's converted bank likewise."""
+    kwargs = PARAMS["CQT"]
+    x = _signal()
+    with torch.inference_mode():
+        built = nn.CQT(**kwargs, dtype=torch.float64)
+        inside = built(x)
+        chroma = nn.Chroma(**CHROMA[0], dtype=torch.float64)
+        assert torch.equal(chroma(x), specux.chroma(x, **CHROMA[0]))
+        single = nn.CQT(**kwargs)(x)  # float32 buffer, float64 input: the dense path
+    assert torch.equal(inside, specux.cqt(x, **kwargs)) and torch.equal(built(x), inside)
+    assert rel_peak(single, inside) < TOLERANCES["float32_peak"]
+    with torch.inference_mode():
+        mel = nn.MelSpectrogram(sr=8000, n_fft=256, n_mels=20)  # float32 bank, float64 input
+    mel_ref = specux.melspectrogram(x, sr=8000, n_fft=256, n_mels=20)
+    assert mel(x).dtype == torch.float64
+    assert rel_peak(mel(x), mel_ref) < TOLERANCES["float32_peak"]
+
+
+def test_float64_buffer_runs_the_spec_kernels_for_float32_signals():
+    """A float64 buffer that holds its taps gives a float32 signal the function's result, bit
+    for bit (the spec's taps rounded to float32 are the buffer's), with no conversion a call."""
+    kwargs = dict(PARAMS["VQT"], output="db")
+    module = nn.VQT(**kwargs, dtype=torch.float64)
+    x = _signal(dtype=torch.float32)
+    assert torch.equal(module(x), specux.vqt(x, **kwargs))
+    assert ops_cqt.holds_spec_taps(module.kernel, module._key)
+
+
+def test_conjugate_cotangents_reach_both_paths():
+    """A loss of y.conj() hands backward a conjugate-view cotangent: the dense path's
+    gradients (signal and kernel) equal the spec path's and the function's."""
+    kwargs = PARAMS["CQT"]
+    grads = []
+    for learned in (False, True):
+        module = nn.CQT(**kwargs, dtype=torch.float64)
+        if learned:
+            module.kernel = torch.nn.Parameter(module.kernel.clone())
+        x = _signal().requires_grad_(True)
+        y = module(x)
+        weights = torch.linspace(-1, 1, y.shape[-1], dtype=torch.float64)
+        (y.conj() * weights).real.sum().backward()
+        grads.append(x.grad)
+        if learned:
+            assert module.kernel.grad is not None
+    x = _signal().requires_grad_(True)
+    y = specux.cqt(x, **kwargs)
+    (y.conj() * torch.linspace(-1, 1, y.shape[-1], dtype=torch.float64)).real.sum().backward()
+    assert torch.equal(grads[0], x.grad)
+    assert rel_peak(grads[1], x.grad) < TOLERANCES["float64"]
+
+
+def test_dtype_changes_compare_only_changed_buffers(monkeypatch):
+    """.to(device) / .float() of a float32 module build no float64 taps; .double() builds them
+    once (to see that the buffer held them) and rounds afresh."""
+    import specux.nn as nn_module
+
+    calls = []
+    real = nn_module._built
+    monkeypatch.setattr(nn_module, "_built", lambda build: calls.append(1) or real(build))
+    module = nn.CQT(**PARAMS["CQT"])
+    calls.clear()
+    module.to("cpu").float().cpu()
+    assert calls == []
+    module.double()
+    assert len(calls) == 1  # compared with, then rounded from, one build
+    x = _signal()
+    assert torch.equal(module(x), specux.cqt(x, **PARAMS["CQT"]))

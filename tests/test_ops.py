@@ -674,3 +674,19 @@ def test_raw_ops_check_their_arguments(case):
     fake_args = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in args]
     with pytest.raises(error, match=match):
         op(*fake_args)
+
+
+def test_tensors_on_two_devices_are_refused():
+    """A direct op call mixing devices is a ValueError naming the op: the dispatcher would
+    pick one device's kernel (or the fake one for a meta tensor, which returned an
+    uninitialised CPU tensor) and hand it the other device's tensor."""
+    from specux.kernels.cpu.cqt import correlation_kernel
+    from specux.meta.cqt_params import cqt_spec
+
+    with pytest.raises(ValueError, match=r"specux::fftconvolve: tensors on cpu and meta"):
+        torch.ops.specux.fftconvolve(torch.zeros(4, dtype=F64), torch.zeros(3, device="meta"))
+    spec = cqt_spec(sr=1000, fmin=100, n_bins=4, hop_length=16, filter_scale=0.25)
+    kernel = torch.from_numpy(correlation_kernel(spec)).to("meta")
+    with pytest.raises(ValueError, match="one device"):
+        torch.ops.specux.cqt_kernel(torch.zeros(50, dtype=F64), kernel, spec.as_key(),
+                                    "constant", "complex", 1e-10)  # fmt: skip

@@ -25,6 +25,11 @@ class PerVersion:
 
     @staticmethod
     def _state(tensor: torch.Tensor) -> tuple[int, int]:
+        # An inference tensor (made under torch.inference_mode) has no version counter: it is
+        # kept by its data pointer alone, so an in-place change made to it (which only
+        # inference mode allows) is not seen; docs/api.md says so.
+        if tensor.is_inference():
+            return -1, tensor.data_ptr()
         return tensor._version, tensor.data_ptr()
 
     def get(self, tensor: torch.Tensor, key):

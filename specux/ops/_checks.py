@@ -205,47 +205,54 @@ def project(x, matrix, spec, top_db) -> None:
         raise ValueError(f"specux::project: top_db={top_db} is out of range: must be >= 0")
 
 
-def cqt(x, spec, pad_mode, output, eps) -> None:
-    _spec("cqt", "spec", spec, ConstantQSpec.from_key)
-    _choice("cqt", "pad_mode", pad_mode, PAD_MODES)
-    _choice("cqt", "output", output, OUTPUTS)
-    _eps("cqt", eps)
+def cqt(x, spec, pad_mode, output, eps, op: str = "cqt") -> None:
+    _spec(op, "spec", spec, ConstantQSpec.from_key)
+    _choice(op, "pad_mode", pad_mode, PAD_MODES)
+    _choice(op, "output", output, OUTPUTS)
+    _eps(op, eps)
 
 
-def cqt_adjoint(grad, spec, pad_mode, length) -> None:
-    s = _spec("cqt_adjoint", "spec", spec, ConstantQSpec.from_key)
-    _choice("cqt_adjoint", "pad_mode", pad_mode, PAD_MODES)
+def cqt_adjoint(grad, spec, pad_mode, length, op: str = "cqt_adjoint") -> None:
+    s = _spec(op, "spec", spec, ConstantQSpec.from_key)
+    _choice(op, "pad_mode", pad_mode, PAD_MODES)
     as_int("length", length, minimum=1)
     expected = cqt_n_frames(length, s.hop_length)
     check(grad.shape[-2] == s.n_bins and grad.shape[-1] == expected,
-          lambda: f"specux::cqt_adjoint: got {tuple(grad.shape[-2:])} (bins, frames), expected "
+          lambda: f"specux::{op}: got {tuple(grad.shape[-2:])} (bins, frames), expected "
           f"({s.n_bins}, {expected}) for length={length}")  # fmt: skip
 
 
-def _cqt_kernel_tensor(op: str, kernel, spec, dtype) -> None:
-    """``kernel`` is ``(spec.n_bins, 2 R, 2)`` (R >= 1) of the real ``dtype``."""
+def _cqt_kernel_tensor(op: str, kernel, spec, like, like_name: str) -> None:
+    """``kernel`` is a real floating ``(spec.n_bins, 2 R, 2)`` (R >= 1) on ``like``'s device."""
     n_bins = spec.n_bins
     shape = tuple(kernel.shape)
     if len(shape) != 3 or shape[0] != n_bins or shape[2] != 2 or shape[1] < 2 or shape[1] % 2:
         raise ValueError(f"specux::{op}: kernel has shape {shape}, expected ({n_bins}, 2 R, 2): "
                          "each bin's taps over an even width, as (Re, Im) pairs")  # fmt: skip
-    if kernel.dtype != dtype:
-        raise TypeError(f"specux::{op}: kernel has dtype {kernel.dtype}, expected {dtype} (the "
-                        "signal's real dtype)")  # fmt: skip
+    if kernel.is_complex() or not kernel.is_floating_point():
+        raise TypeError(f"specux::{op}: kernel has dtype {kernel.dtype}, expected a real "
+                        "floating dtype")  # fmt: skip
+    if kernel.device != like.device:
+        raise ValueError(f"specux::{op}: kernel is on {kernel.device} but {like_name} is on "
+                         f"{like.device}: pass both on one device")  # fmt: skip
 
 
 def cqt_kernel(x, kernel, spec, pad_mode, output, eps) -> None:
-    cqt(x, spec, pad_mode, output, eps)
+    cqt(x, spec, pad_mode, output, eps, op="cqt_kernel")
     if x.is_complex() or not x.is_floating_point():
         raise TypeError(f"specux::cqt_kernel: x has dtype {x.dtype}, expected a real floating "
                         "signal")  # fmt: skip
-    _cqt_kernel_tensor("cqt_kernel", kernel, ConstantQSpec.from_key(spec), x.dtype)
+    if x.dim() < 1:
+        raise ValueError("specux::cqt_kernel: x has 0 dimensions, expected (..., length)")
+    _cqt_kernel_tensor("cqt_kernel", kernel, ConstantQSpec.from_key(spec), x, "x")
 
 
 def cqt_kernel_adjoint(grad, kernel, spec, pad_mode, length) -> None:
-    cqt_adjoint(grad, spec, pad_mode, length)
     if not grad.is_complex():
         raise TypeError(f"specux::cqt_kernel_adjoint: grad has dtype {grad.dtype}, expected a "
                         "complex cotangent")  # fmt: skip
-    _cqt_kernel_tensor("cqt_kernel_adjoint", kernel, ConstantQSpec.from_key(spec),
-                       grad.real.dtype)
+    if grad.dim() < 2:
+        raise ValueError(f"specux::cqt_kernel_adjoint: grad has {grad.dim()} dimensions, "
+                         "expected (..., n_bins, n_frames)")  # fmt: skip
+    cqt_adjoint(grad, spec, pad_mode, length, op="cqt_kernel_adjoint")
+    _cqt_kernel_tensor("cqt_kernel_adjoint", kernel, ConstantQSpec.from_key(spec), grad, "grad")

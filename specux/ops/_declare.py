@@ -52,12 +52,10 @@ def declare(
     if "cpu" in kernels:
         kernels["cpu"] = _full_width(name, kernels["cpu"])
     checker = getattr(_checks, name, None)  # the raw op's argument checks
-    if checker is not None:
-        fake = _checked(checker, fake)
+    fake = _checked(name, checker, fake)
     torch.library.register_fake(qualname, fake)
     for device, kernel in kernels.items():
-        torch.library.impl(qualname, device,
-                           kernel if checker is None else _checked(checker, kernel))
+        torch.library.impl(qualname, device, _checked(name, checker, kernel))
     if backward is not None:
         torch.library.register_autograd(qualname, backward, setup_context=setup_context)
     _autocast(name)
@@ -99,17 +97,33 @@ def _float32(arg):
     return arg
 
 
-def _checked(checker: Callable, kernel: Callable) -> Callable:
-    """``kernel`` after ``checker`` (:mod:`specux.ops._checks`) on its arguments: what the
-    dispatcher runs for a direct ``torch.ops.specux`` call. ``call``'s eager path, whose
-    arguments the public functions checked, runs the kernels without it."""
+def _checked(name: str, checker: Callable | None, kernel: Callable) -> Callable:
+    """``kernel`` after ``checker`` (:mod:`specux.ops._checks`, if the op has one) on its
+    arguments and a check that its tensors share one device: what the dispatcher runs for a
+    direct ``torch.ops.specux`` call (it picks one device's kernel, or the fake one for a meta
+    tensor among others, and a kernel given another device's tensor would read it as its
+    own). ``call``'s eager path, whose arguments the public functions checked, runs the
+    kernels without it."""
 
     @functools.wraps(kernel)
     def run(*args):
-        checker(*args)
+        _one_device(name, args)
+        if checker is not None:
+            checker(*args)
         return kernel(*args)
 
     return run
+
+
+def _one_device(name: str, args) -> None:
+    first = None
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            if first is None:
+                first = arg.device
+            elif arg.device != first:
+                raise ValueError(f"specux::{name}: tensors on {first} and {arg.device}: every "
+                                 "tensor argument must be on one device")  # fmt: skip
 
 
 _HALF = frozenset({torch.float16, torch.bfloat16, torch.complex32})

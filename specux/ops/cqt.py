@@ -131,13 +131,15 @@ def cqt_adjoint(grad: torch.Tensor, spec: str, pad_mode: str, length: int) -> to
 # ---------------------------------------------------------------------------------------------
 # cqt_kernel / cqt_kernel_adjoint: the transform with its taps passed as a tensor
 #
-# ``kernel`` is (n_bins, 2 R, 2), real, in x's dtype: the complex taps as (Re, Im) pairs
+# ``kernel`` is (n_bins, 2 R, 2), real, on x's device: the complex taps as (Re, Im) pairs
 # (``torch.view_as_complex(kernel)``), tap i of bin k applied to the padded sample
 # ``t * hop_length - R + i`` (:func:`specux.kernels.cpu.cqt.correlation_kernel` lays out a
-# spec's own taps so). This is specux.nn.CQT's ``kernel`` buffer: a module whose buffer still
-# holds the spec's taps runs the spec's kernels (the ``cqt`` op's, the same values); a changed,
-# loaded or learned one runs the dense correlation below (frames of 2 R samples times the
-# taps), and both ops are differentiable in ``kernel`` as well as in the signal / cotangent.
+# spec's own taps so), rounded to x's dtype where they are wider. This is specux.nn.CQT's
+# ``kernel`` buffer: one that still holds the spec's taps, in x's dtype or in float64, runs
+# the spec's kernels (the ``cqt`` op's, the same values); a changed, loaded or learned one,
+# or one narrower than x (a float32 buffer for a float64 signal: its float32 values), runs
+# the dense correlation below (frames of 2 R samples times the taps). Both ops are
+# differentiable in ``kernel`` as well as in the signal / cotangent.
 
 # kernel tensor -> {spec key: whether it holds that spec's taps}, per tensor version
 _SPEC_TAPS = PerVersion(4)
@@ -159,6 +161,13 @@ def holds_spec_taps(kernel: torch.Tensor, spec: str) -> bool:
         found = bool(torch.equal(kernel, reference.to(kernel.device, kernel.dtype)))
         _SPEC_TAPS.put(kernel, spec, found)
     return found
+
+
+def _spec_path(kernel: torch.Tensor, dtype: torch.dtype, spec: str) -> bool:
+    """Whether the spec's kernels give this kernel's transform of a ``dtype`` signal: it holds
+    the spec's taps, in that dtype or wider (float64, rounded to it as the spec's are)."""
+    return (kernel.dtype == dtype or kernel.dtype == torch.float64) and holds_spec_taps(
+        kernel, spec)
 
 
 def _taps_matrix(kernel: torch.Tensor) -> torch.Tensor:
@@ -192,8 +201,9 @@ def _correlate(x: torch.Tensor, kernel: torch.Tensor, hop_length: int, pad_mode:
 
 
 def _pairs(grad: torch.Tensor) -> torch.Tensor:
-    """A complex cotangent ``(..., n_bins, n_frames)`` as real ``(..., n_frames, 2 n_bins)``."""
-    return torch.view_as_real(grad.transpose(-1, -2)).flatten(-2)
+    """A complex cotangent ``(..., n_bins, n_frames)`` as real ``(..., n_frames, 2 n_bins)``
+    (a conjugate view resolved first: ``loss(y.conj())``'s cotangent is one)."""
+    return torch.view_as_real(grad.resolve_conj().transpose(-1, -2)).flatten(-2)
 
 
 def _correlate_adjoint(grad, kernel, hop_length: int, pad_mode: str, length: int):
@@ -209,15 +219,16 @@ def _correlate_adjoint(grad, kernel, hop_length: int, pad_mode: str, length: int
     return out.reshape(*batch, length)
 
 
-def _kernel_grad(signal, grad, kernel_shape, hop_length: int, pad_mode: str):
+def _kernel_grad(signal, grad, kernel_shape, hop_length: int, pad_mode: str, dtype):
     """``d <G, A_K signal> / dK`` in the kernel's layout: every signal's frames against its
     cotangent, summed over batch and frames. ``signal`` is the forward's input (``cqt_kernel``)
-    or the cotangent of the adjoint's output (``cqt_kernel_adjoint``)."""
+    or the cotangent of the adjoint's output (``cqt_kernel_adjoint``); in the kernel's
+    ``dtype``."""
     n_bins, width, _ = kernel_shape
     frames = frame(signal, width, hop_length, width // 2, pad_mode)  # (..., n_frames, 2 R)
     pairs = _pairs(grad)  # (..., n_frames, 2 n_bins): the same leading axes
     total = frames.reshape(-1, width).transpose(0, 1) @ pairs.reshape(-1, 2 * n_bins)
-    return total.reshape(width, n_bins, 2).permute(1, 0, 2)
+    return total.reshape(width, n_bins, 2).permute(1, 0, 2).to(dtype)
 
 
 def _cqt_kernel_fake(x, kernel, spec, pad_mode, output, eps):
@@ -228,11 +239,12 @@ def _cqt_kernel_fake(x, kernel, spec, pad_mode, output, eps):
 
 
 def _cqt_kernel_run(x, kernel, spec, pad_mode, output, eps, fast, value):
-    if holds_spec_taps(kernel, spec):
+    if _spec_path(kernel, x.dtype, spec):
         return fast(x, spec, pad_mode, output, eps)
     if x.shape[-1] == 0 and pad_mode != "constant":
         raise ValueError(f"cqt: pad_mode={pad_mode!r} needs at least one sample")
-    spectrum = _correlate(x, kernel, ConstantQSpec.from_key(spec).hop_length, pad_mode)
+    hop = ConstantQSpec.from_key(spec).hop_length
+    spectrum = _correlate(x, kernel.to(x.dtype), hop, pad_mode)
     return value(spectrum, output, eps).transpose(-1, -2)
 
 
@@ -270,7 +282,7 @@ def _cqt_kernel_backward(ctx, grad):
         grad_x = cqt_kernel_adjoint(grad, kernel, ctx.spec, ctx.pad_mode, ctx.length)
     if ctx.needs_input_grad[1]:
         hop = ConstantQSpec.from_key(ctx.spec).hop_length
-        grad_kernel = _kernel_grad(x, grad, kernel.shape, hop, ctx.pad_mode)
+        grad_kernel = _kernel_grad(x, grad, kernel.shape, hop, ctx.pad_mode, kernel.dtype)
     return grad_x, grad_kernel, None, None, None, None
 
 
@@ -285,7 +297,7 @@ declare(
 
 
 def cqt_kernel(x, kernel, spec: str, pad_mode: str, output: str, eps: float) -> torch.Tensor:
-    """:func:`cqt` with the taps given as ``kernel`` (``(n_bins, 2 R, 2)``, x's dtype)."""
+    """:func:`cqt` with the taps given as ``kernel`` (``(n_bins, 2 R, 2)``)."""
     return call("cqt_kernel", x, kernel, spec, pad_mode, output, eps)
 
 
@@ -294,10 +306,11 @@ def _cqt_kernel_adjoint_fake(grad, kernel, spec, pad_mode, length):
 
 
 def _cqt_kernel_adjoint_run(grad, kernel, spec, pad_mode, length, fast):
-    if holds_spec_taps(kernel, spec):
+    real = REAL_OF[grad.dtype]
+    if _spec_path(kernel, real, spec):
         return fast(grad, spec, pad_mode, length)
     hop = ConstantQSpec.from_key(spec).hop_length
-    return _correlate_adjoint(grad, kernel, hop, pad_mode, length)
+    return _correlate_adjoint(grad, kernel.to(real), hop, pad_mode, length)
 
 
 def _cqt_kernel_adjoint_cpu(grad, kernel, spec, pad_mode, length):
@@ -321,7 +334,8 @@ def _cqt_kernel_adjoint_backward(ctx, cotangent):
                                _COMPLEX_EPS)  # fmt: skip
     if ctx.needs_input_grad[1]:
         hop = ConstantQSpec.from_key(ctx.spec).hop_length
-        grad_kernel = _kernel_grad(cotangent, grad, kernel.shape, hop, ctx.pad_mode)
+        grad_kernel = _kernel_grad(cotangent, grad, kernel.shape, hop, ctx.pad_mode,
+                                   kernel.dtype)  # fmt: skip
     return grad_grad, grad_kernel, None, None, None
 
 
