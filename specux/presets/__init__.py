@@ -1,8 +1,8 @@
 """Drop-in presets: other libraries' names and defaults, computed by specux.
 
 - :mod:`specux.presets.librosa`: functions named and defaulted like librosa's
-  (``stft``, ``istft``, ``melspectrogram``, ``mfcc``, ``chroma_stft``, ``power_to_db``,
-  ``amplitude_to_db``); numpy, torch or cupy signals.
+  (``stft``, ``istft``, ``melspectrogram``, ``mfcc``, ``chroma_stft``, ``chroma_cqt``,
+  ``cqt``, ``vqt``, ``power_to_db``, ``amplitude_to_db``); numpy, torch or cupy signals.
 - :mod:`specux.presets.torchaudio`: modules named and defaulted like ``torchaudio.transforms``
   (``Spectrogram``, ``InverseSpectrogram``, ``MelScale``, ``MelSpectrogram``, ``MFCC``, ``LFCC``,
   ``AmplitudeToDB``); needs torch.
