@@ -221,13 +221,20 @@ def _correlate_adjoint(grad, kernel, hop_length: int, pad_mode: str, length: int
 
 def _kernel_grad(signal, grad, kernel_shape, hop_length: int, pad_mode: str, dtype):
     """``d <G, A_K signal> / dK`` in the kernel's layout: every signal's frames against its
-    cotangent, summed over batch and frames. ``signal`` is the forward's input (``cqt_kernel``)
-    or the cotangent of the adjoint's output (``cqt_kernel_adjoint``); in the kernel's
-    ``dtype``."""
+    cotangent, summed over batch and frames (a group of signals' frames at a time).
+    ``signal`` is the forward's input (``cqt_kernel``) or the cotangent of the adjoint's
+    output (``cqt_kernel_adjoint``); in the kernel's ``dtype``."""
     n_bins, width, _ = kernel_shape
-    frames = frame(signal, width, hop_length, width // 2, pad_mode)  # (..., n_frames, 2 R)
-    pairs = _pairs(grad)  # (..., n_frames, 2 n_bins): the same leading axes
-    total = frames.reshape(-1, width).transpose(0, 1) @ pairs.reshape(-1, 2 * n_bins)
+    n_frames = grad.shape[-1]
+    signals = signal.reshape(-1, signal.shape[-1])
+    pairs = _pairs(grad).reshape(-1, n_frames, 2 * n_bins)  # the same signals
+    total = None
+    for g in _groups(signals.shape[0], n_frames, width):  # a group's frames at a time
+        frames = frame(signals[g], width, hop_length, width // 2, pad_mode)
+        part = frames.reshape(-1, width).transpose(0, 1) @ pairs[g].reshape(-1, 2 * n_bins)
+        total = part if total is None else total + part
+    if total is None:  # no signals
+        total = grad.new_zeros((width, 2 * n_bins), dtype=REAL_OF[grad.dtype])
     return total.reshape(width, n_bins, 2).permute(1, 0, 2).to(dtype)
 
 
