@@ -499,7 +499,7 @@ def _transform_families(recorder):
     """The spectral transforms' kernels: framing FFTs (every output value, padding kind,
     packed / plain / Bluestein) and every gather kind."""
     from specux.kernels import transform_exec
-    from specux.kernels.codegen.gather import GatherSpec
+    from specux.kernels.codegen.gather import FOLD_MMA_MAX_NB, GatherSpec
 
     for storage in ("float16", "bfloat16", "float32", "float64"):
         precision = "float64" if storage == "float64" else "float32"
@@ -582,9 +582,9 @@ def _transform_families(recorder):
         for bins, columns in ((12, 2), (36, 64), (48, 80), (60, 200)):  # cqt's spectral path
             option = transform_exec.fold_option(bins, columns)
             recorder.specs.add(GatherSpec("fold_product", precision, precision, option))
-            if precision == "float32":  # and its tensor-core tiles (t2, t5, t6, t8)
-                option = transform_exec.fold_grid(130, bins, columns, 512, precision, True).option
-                recorder.specs.add(GatherSpec("fold_product", precision, precision, option))
+        if precision == "float32":  # and every tensor-core tile the kernel takes (t1 .. t8)
+            for nb in range(1, FOLD_MMA_MAX_NB + 1):
+                recorder.specs.add(GatherSpec("fold_product", precision, precision, f"t{nb}"))
         recorder.specs.add(GatherSpec("fold_idft", precision, precision))
         for hop in (1, 64, 512):  # the adjoint's tiles
             for blocks in (10, 1000, 10000):

@@ -1285,16 +1285,18 @@ def test_cqt_kernel_ops_gradcheck_on_cuda():
     (dict(sr=16000, hop_length=160, fmin=40.0, n_bins=70, bins_per_octave=14), 48000, 5),
 ])  # fmt: skip
 def test_cqt_tensor_core_fold_matches_cpu(monkeypatch, kw, length, count):
-    """The tensor-core fold_product (off by default until checked on a GPU:
-    ``transform_exec._FOLD_TENSOR_CORES``) taken where the cost model puts groups on the
-    spectral path, against the CPU backend and the SIMT tiles' result: 84 bins at hop 512
-    (several blocks a signal; one short signal), 14 bins an octave at hop 160 (a bin tile
-    that is not a multiple of 8 bins, an odd signal count)."""
+    """The tensor-core fold_product, taken where the spectral path runs whatever the cost
+    model prefers, against the CPU backend and the SIMT tiles' result
+    (``transform_exec._FOLD_TENSOR_CORES`` off): 84 bins at hop 512 (several blocks a
+    signal; one short signal), 14 bins an octave at hop 160 (a bin tile that is not a
+    multiple of 8 bins, an odd signal count). By default a call takes the tiles
+    :func:`transform_exec.fold_on_tensor_cores` picks."""
     _skip_without_cuda_cqt()
     from specux import options as switches
     from specux.kernels import transform_exec
     from specux.kernels.codegen.gather import MMA_CAPABILITY
     from specux.kernels.cuda.fft import TorchCudaBackend
+    from specux.meta.cqt_params import cqt_spec
 
     if torch.cuda.get_device_capability(DEVICE) < MMA_CAPABILITY:
         pytest.skip("no tensor cores (mma.sync on tf32 needs compute capability 8.0)")
@@ -1310,11 +1312,23 @@ def test_cqt_tensor_core_fold_matches_cpu(monkeypatch, kw, length, count):
 
     monkeypatch.setattr(TorchCudaBackend, "launch", recording)
     x = _signal((count, length), seed=22, dtype=F32)
-    simt = _host(specux.cqt(x.to(DEVICE), **kw))
-    assert options and not options[0].startswith("t"), options
-    monkeypatch.setattr(transform_exec, "_FOLD_TENSOR_CORES", True)
-    transform_exec.cqt_spectral.cache_clear()  # its choices are cached, not the flag
+    transform_exec.cqt_spectral.cache_clear()  # its choices are cached, not the flags
     try:
+        default = _host(specux.cqt(x.to(DEVICE), **kw))
+        spec = cqt_spec(**kw)
+        plan, n_frames, _ = transform_exec.cqt_plan(spec, "float32", length, count)
+        sc = transform_exec.cqt_spectral(spec, plan, n_frames, count, "float32", True)
+        picked = transform_exec.fold_on_tensor_cores(sc, n_frames, count, "float32", True)
+        assert options and options[0].startswith("t") == picked, (options, picked)
+        del options[:]
+        with monkeypatch.context() as patch:
+            patch.setattr(transform_exec, "_FOLD_TENSOR_CORES", False)
+            simt = _host(specux.cqt(x.to(DEVICE), **kw))
+        assert options and not options[0].startswith("t"), options
+        transform_exec.cqt_spectral.cache_clear()
+        monkeypatch.setattr(transform_exec, "fold_on_tensor_cores",
+                            lambda sc, n_frames, count, precision, mma:
+                            transform_exec.fold_tensor_cores(mma))  # fmt: skip
         del options[:]
         got, ref = _both(lambda x: specux.cqt(x, **kw), x)
     finally:
@@ -1322,6 +1336,7 @@ def test_cqt_tensor_core_fold_matches_cpu(monkeypatch, kw, length, count):
     assert options and options[0].startswith("t"), options
     assert_matches_cpu(got, ref, what="cqt, fold on the tensor cores")
     assert rel_peak(_host(got), simt) <= TOLERANCES["float32_peak"]
+    assert rel_peak(default, simt) <= TOLERANCES["float32_peak"]
 
 
 def test_constant_q_gradients_match_cpu_where_supported():

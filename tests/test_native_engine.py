@@ -405,10 +405,17 @@ def test_cqt_spectral_tensor_cores_equal_the_cpu_backend(monkeypatch, hop, lengt
     partner), even M (M / 2 too; at hop 8 in one step of 8 terms), term splits (the
     partner's mirrored; not at hop 8, nor for 72 bins, whose 138 blocks leave no room), 60
     bins of one group (a t8 tile) and 90 blocks (two column tiles), 72 bins (two t5 tiles of
-    40, the second partial). Its launches are the "t" tiles; it is off on CUDA until checked
-    on a GPU (``transform_exec._FOLD_TENSOR_CORES``), and without it the same call takes
-    the SIMT tiles, within float32 rounding of it."""
+    40, the second partial): the kernel's widest tiles, which fold_grid picks with
+    ``FOLD_MMA_TILE_NB`` = 8 (its default 4 takes t1..t4). Its launches are the "t" tiles,
+    taken here whatever the cost model prefers; without ``_FOLD_TENSOR_CORES`` the same call
+    takes the SIMT tiles, within float32 rounding of it."""
     from specux.meta.cqt_params import cqt_spec
+
+    monkeypatch.setattr(transform_exec, "FOLD_MMA_TILE_NB", 8)
+    monkeypatch.setattr(transform_exec, "fold_on_tensor_cores",
+                        lambda sc, n_frames, count, precision, mma:
+                        transform_exec.fold_tensor_cores(mma))  # fmt: skip
+    transform_exec.fold_grid.cache_clear()  # its choices are cached, not the tile bound
 
     if hop == 16:  # one octave of ``bins`` bins
         spec = cqt_spec(sr=8000, hop_length=16, fmin=400.0, n_bins=bins, bins_per_octave=bins)
@@ -441,6 +448,7 @@ def test_cqt_spectral_tensor_cores_equal_the_cpu_backend(monkeypatch, hop, lengt
     assert options == [transform_exec.fold_grid(residues, sc.bins, count * sc.blocks(n_frames),
                                                 hop, "float32").option]  # fmt: skip
     assert rel_peak(out, simt) <= PEAK["float32"]
+    transform_exec.fold_grid.cache_clear()
 
 
 def test_cqt_spectral_pairs_stay_within_a_signal(monkeypatch):
@@ -510,11 +518,19 @@ def test_cqt_spectral_cost_model(monkeypatch):
     assert (sc.frames - 1) * 512 + span <= sc.size < sc.frames * 512 + span
     assert factorize(sc.size) is not None and sc.residues <= transform_exec.SPECTRAL_MAX_RESIDUES
     assert transform_exec.cqt_spectral(spec, plan, n_frames, 16, "float32", True, 0) is None
-    # the tensor-core product (off until checked on a GPU) is modeled as its first form ran
-    # (75.8 us against the SIMT tiles' 97.2 on an H200): cheaper, so still spectral
+    # the tensor-core product is modeled as it ran (78.1 us against the SIMT tiles' 97.5 on
+    # an H200): cheaper here, so it runs there, and still spectral
     slow = transform_exec._spectral_us(sc, n_frames, 16, "float32")
     fast = transform_exec._spectral_us(sc, n_frames, 16, "float32", True)
     assert 15 < slow - fast < 30, (slow, fast)
+    assert transform_exec.fold_on_tensor_cores(sc, n_frames, 16, "float32", True)
+    assert not transform_exec.fold_on_tensor_cores(sc, n_frames, 16, "float32", False)
+    # with two signals its 64-column tiles would be mostly padding: the SIMT tiles
+    two = transform_exec.cqt_spectral(spec, *transform_exec.cqt_plan(spec, "float32", 11025,
+                                                                     2)[:2], 2, "float32",
+                                      True)  # fmt: skip
+    assert two is not None
+    assert not transform_exec.fold_on_tensor_cores(two, 22, 2, "float32", True)
     monkeypatch.setattr(transform_exec, "_FOLD_TENSOR_CORES", True)
     transform_exec.cqt_spectral.cache_clear()  # its choices are cached: not the flag
     try:
@@ -625,7 +641,7 @@ def test_backend_tables_take_a_builder_called_for_new_keys_only():
     assert np.array_equal(table.numpy(), np.arange(4) * (1 + 1j))
 
 
-def test_fold_tile_is_validated():
+def test_fold_tile_is_validated(monkeypatch):
     from specux.kernels.codegen.gather import GatherSpec, fold_shared_bytes
 
     for bad in ("p7x1", "p1x6", "p0x1", "x", ""):
@@ -643,12 +659,19 @@ def test_fold_tile_is_validated():
         GatherSpec("fold_product", "float32", "float32", "t9")
     with pytest.raises(ValueError, match="tensor-core fold_product is float32"):
         transform_exec.fold_grid(130, 60, 64, 512, "float64", True)
-    # as few tiles of up to 64 bins as cover them, 64 blocks (columns) a tile, a block a
-    # residue pair (m, M - m), splits of 8 terms for at most two blocks an H200 SM
+    # as few tiles of up to 8 FOLD_MMA_TILE_NB = 32 bins as cover them, 64 columns a tile,
+    # a block a residue pair (m, M - m), splits of 8 terms for at most two blocks an H200 SM
     grid = transform_exec.fold_grid(130, 60, 64, 512, "float32", True)
-    assert (grid.option, grid.bins, grid.columns, grid.splits) == ("t8", 64, 64, 4)
-    assert grid.blocks == 66 * 4 <= 2 * 132 and grid.per % 8 == 0
-    assert transform_exec.fold_grid(130, 100, 64, 512, "float32", True).option == "t7"  # 2 x 56
+    assert (grid.option, grid.bins, grid.columns, grid.splits) == ("t4", 64, 64, 2)
+    assert grid.blocks == 66 * 2 * 2 <= 2 * 132 and grid.per % 8 == 0
+    assert transform_exec.fold_grid(130, 72, 64, 512, "float32", True).option == "t3"  # 3 x 24
+    with monkeypatch.context() as patch:  # the kernel's widest tiles, up to 64 bins
+        patch.setattr(transform_exec, "FOLD_MMA_TILE_NB", 8)
+        transform_exec.fold_grid.cache_clear()
+        grid = transform_exec.fold_grid(130, 60, 64, 512, "float32", True)
+        assert (grid.option, grid.bins, grid.columns, grid.splits) == ("t8", 64, 64, 4)
+        assert transform_exec.fold_grid(130, 100, 64, 512, "float32", True).option == "t7"
+    transform_exec.fold_grid.cache_clear()
     assert fold_shared_bytes("fold_product", "t8", 0, "float32") <= 48 * 1024
     for precision in ("float32", "float64"):  # the largest tile fits 48 KiB
         assert fold_shared_bytes("fold_product", "p6x5", 0, precision) <= 48 * 1024

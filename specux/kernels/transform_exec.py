@@ -24,7 +24,6 @@ from specux.kernels.codegen.gather import (
     CORRELATE_THREADS,
     FOLD_LANES,
     FOLD_MMA_COLUMNS,
-    FOLD_MMA_MAX_NB,
     FOLD_MMA_TERMS,
     FOLD_RESIDUES,
     FOLD_TERMS,
@@ -742,7 +741,7 @@ def cqt_correlate(backend, padded, out, spec: ConstantQSpec, plan, *, count: int
     if sc is not None:
         _cqt_fold(backend, padded, out, spec, plan, sc, count=count, n_frames=n_frames,
                   row_len=row_len, pad=pad, precision=precision,
-                  mma=fold_tensor_cores(mma))  # fmt: skip
+                  mma=fold_on_tensor_cores(sc, n_frames, count, precision, mma))  # fmt: skip
         first = sc.groups
     for g in plan.frames[first:]:
         correlate(backend, padded, out, cqt_kernel(backend, spec, precision, g), rows=count,
@@ -778,13 +777,17 @@ _SPECTRAL_SCRATCH = 1 << 29
 # FOLD_MIN_BLOCKS), two in float64
 _FOLD_BLOCKS = {"float32": 396, "float64": 264}
 _FOLD_MMA_BLOCKS = 264  # the tensor-core tiles': two an H200 SM (t8: 127 registers a thread)
-# Whether fold_product takes the tensor-core tiles where correlations may
-# (:func:`tensor_cores`). Off until measured and checked on a GPU: the kernel
-# (gather._fold_product_mma) is verified on the host emulation and compiles with NVRTC, but
-# no GPU was lent for its final form (33rd session; its first form, fragments split in the
-# product loop, ran the PERF.md product in 75.8 us against the SIMT tiles' 97.2 on an H200,
-# docs/benchmarks.md).
-_FOLD_TENSOR_CORES = False
+# Whether fold_product may take the tensor-core tiles where correlations may
+# (:func:`tensor_cores`); it does where the cost model prices them below the SIMT tiles
+# (:func:`fold_on_tensor_cores`). 35th session, H200, graph replays: the PERF.md workload's
+# product 78.1 us on t4 tiles against 97.5 on the SIMT tiles (cqt 0.188 ms against 0.205);
+# three smaller workloads (hop 160 / 70 bins, 2 short signals, hop 256) ran it 1.4-1.5x
+# slower on the tensor cores (too few blocks, columns padded to 64), and the model keeps them
+# on the SIMT tiles; racecheck and memcheck clean. The tiles hold at most FOLD_MMA_TILE_NB n8
+# fragments a warp: 4 ran the PERF.md product in 79.4 us, 8 (127 registers, two blocks an
+# SM) in 122.5, 2 in 103.9.
+_FOLD_TENSOR_CORES = True
+FOLD_MMA_TILE_NB = 4
 # The cost model, in microseconds on an H200 (fitted to the per-launch times of the PERF.md
 # workload in float32 (torch.profiler), 31st and 32nd sessions; its totals are within 5% of
 # 16 of 18 measured (groups, M) choices; float64 runs every part at about half the rate, so
@@ -797,9 +800,11 @@ _FOLD_TENSOR_CORES = False
 _US_MMA = (12.7e6, 44.0, 22.0e6)
 _US_SIMT = (8.0, 5.0e6)
 _US_PRODUCT = 11.2e6
-# the product on the tensor-core tiles: 4 F columns' bins' / 14.4e6 (padded to whole
-# tiles; their first form's 75.8 us on the PERF.md workload, to refit when they are on)
-_US_PRODUCT_MMA = 14.4e6
+# the product on the tensor-core tiles: 4 F columns' bins' (padded to whole tiles) / 13.96e6
+# with _FOLD_MMA_BLOCKS blocks or more, proportionally slower with fewer (two blocks an SM
+# fill it); fitted to the PERF.md workload's 78.1 us, it gave 36.4 / 25.4 / 77.9 us for the
+# three smaller workloads' measured 38.3 / 21.0 / 78.3 (35th session)
+_US_PRODUCT_MMA = 13.96e6
 _US_FFT_SAMPLE = 1.05e-5
 _US_INVERSE = 2.1e6
 _US_LAUNCHES = 8.0
@@ -841,21 +846,36 @@ def _idft_stages(residues: int) -> tuple[int, int]:
     return m1, residues // m1
 
 
+def _product_us(sc: SpectralCqt, columns: int, precision: str, mma: bool) -> float:
+    """The model's fold_product time (us), on the tensor-core tiles (``mma``) or the SIMT."""
+    grid = fold_grid(sc.residues, sc.bins, columns, sc.size // sc.residues, precision, mma)
+    work = 4.0 * sc.size * grid.columns * grid.bins
+    if mma:
+        return work / _US_PRODUCT_MMA / min(1.0, grid.blocks / _FOLD_MMA_BLOCKS)
+    # a term of a thread: nb + nc shared loads of 8 bytes (two cycles a warp on an SM's
+    # 128 bytes a cycle) against 4 nb nc multiply-adds (one cycle a warp on each of four
+    # schedulers): small tiles wait on shared memory
+    nb, nc = fold_tile(grid.option)
+    return work * max(nb * nc, 2 * (nb + nc)) / (nb * nc) / _US_PRODUCT
+
+
+def fold_on_tensor_cores(sc: SpectralCqt, n_frames: int, count: int, precision: str,
+                         mma: bool) -> bool:  # fmt: skip
+    """Whether ``sc``'s fold_product runs on the tensor-core tiles: they are allowed
+    (:func:`fold_tensor_cores`) and the model prices them below the SIMT tiles."""
+    if not fold_tensor_cores(mma) or precision != "float32":
+        return False
+    columns = count * sc.blocks(n_frames)
+    return _product_us(sc, columns, precision, True) < _product_us(sc, columns, precision,
+                                                                   False)  # fmt: skip
+
+
 def _spectral_us(sc: SpectralCqt, n_frames: int, count: int, precision: str,
                  mma: bool = False) -> float:  # fmt: skip
     columns = count * sc.blocks(n_frames)
-    grid = fold_grid(sc.residues, sc.bins, columns, sc.size // sc.residues, precision, mma)
     m1, m2 = _idft_stages(sc.residues)
     inverse = 4.0 * columns * sc.bins * (sc.residues * m2 + sc.frames * m1)
-    if mma:
-        product = 4.0 * sc.size * grid.columns * grid.bins / _US_PRODUCT_MMA
-    else:
-        # a term of a thread: nb + nc shared loads of 8 bytes (two cycles a warp on an SM's
-        # 128 bytes a cycle) against 4 nb nc multiply-adds (one cycle a warp on each of four
-        # schedulers): small tiles wait on shared memory
-        nb, nc = fold_tile(grid.option)
-        bound = max(nb * nc, 2 * (nb + nc)) / (nb * nc)
-        product = 4.0 * sc.size * grid.columns * grid.bins * bound / _US_PRODUCT
+    product = _product_us(sc, columns, precision, mma)
     return (product + _US_FFT_SAMPLE * columns * sc.size + inverse / _US_INVERSE
             + _US_LAUNCHES)  # fmt: skip
 
@@ -898,9 +918,9 @@ def cqt_spectral(spec: ConstantQSpec, plan, n_frames: int, count: int, precision
     tiled correlations (``groups``: that many instead; 0 or None where none), or None, with
     the block length (a multiple of the hop whose factors the FFT plans have, at most
     ``SPECTRAL_MAX_RESIDUES`` hops, within the scratch bound) the model prefers; ``mma``:
-    :func:`tensor_cores` (the correlations', and :func:`fold_tensor_cores` the product's)."""
+    :func:`tensor_cores` (the correlations', and with :func:`fold_on_tensor_cores` the
+    product's)."""
     hop = spec.hop_length
-    fold_mma = fold_tensor_cores(mma)
     frames = plan.frames
     if groups == 0 or not frames or n_frames == 0 or count == 0:
         return None
@@ -923,10 +943,11 @@ def cqt_spectral(spec: ConstantQSpec, plan, n_frames: int, count: int, precision
             if factorize(size) is None:
                 continue
             sc = SpectralCqt(n, bins, size, residues, (size - span) // hop + 1)
-            scratch = _spectral_scratch(sc, n_frames, count, hop, precision, fold_mma)
+            on_mma = fold_on_tensor_cores(sc, n_frames, count, precision, mma)
+            scratch = _spectral_scratch(sc, n_frames, count, hop, precision, on_mma)
             if scratch > _SPECTRAL_SCRATCH:
                 continue
-            cost = _spectral_us(sc, n_frames, count, precision, fold_mma) + sum(direct[n:])
+            cost = _spectral_us(sc, n_frames, count, precision, on_mma) + sum(direct[n:])
             if best_cost is None or cost < best_cost:
                 best, best_cost = sc, cost
     if groups is None and best is not None and best_cost >= sum(direct):
@@ -992,12 +1013,13 @@ def fold_grid(residues: int, bins: int, columns: int, terms: int, precision: str
     ``terms`` terms: :func:`fold_option`'s tile, enough splits of the terms for at most
     ``_FOLD_BLOCKS[precision]`` blocks, each a multiple of FOLD_TERMS terms. ``mma``
     (float32, :func:`tensor_cores`): the tensor-core tile ``"t<nb>"`` -- as few tiles of up
-    to 64 bins as cover them, then the fewest bins a tile that do -- a block a residue pair,
+    to ``8 FOLD_MMA_TILE_NB`` bins as cover them, then the fewest bins a tile that do (the
+    kernel takes up to FOLD_MMA_MAX_NB fragments; fewer ran faster) -- a block a residue pair,
     at most ``_FOLD_MMA_BLOCKS`` blocks, splits a multiple of FOLD_MMA_TERMS terms."""
     if mma and precision != "float32":
         raise ValueError(f"the tensor-core fold_product is float32, not {precision}")
     if mma:
-        bin_tiles = -(-bins // (8 * FOLD_MMA_MAX_NB))  # n8 fragments of 8 bins
+        bin_tiles = -(-bins // (8 * FOLD_MMA_TILE_NB))  # n8 fragments of 8 bins
         nb = -(-bins // (8 * bin_tiles))
         option, tile_b, tile_c, step = f"t{nb}", 8 * nb, FOLD_MMA_COLUMNS, FOLD_MMA_TERMS
         column_tiles = -(-columns // tile_c)
