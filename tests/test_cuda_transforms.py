@@ -1267,6 +1267,41 @@ def test_cqt_modules_kernel_buffer_on_cuda():
         assert_matches_cpu(got, ref, what=f"learned nn.CQT {what}")
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cqt_ops_half_inputs_in_their_declared_dtypes(dtype):
+    """Direct op calls with a half-precision signal (the functions and modules widen it
+    first): cqt and cqt_kernel (the spec's taps, and the dense path of other taps) compute in
+    float32 and store the declared half-precision result (the fake kernel's dtype; they
+    returned float32), and so do the adjoints for a half-precision cotangent."""
+    _skip_without_cuda_cqt()
+    from specux.kernels.cpu.cqt import correlation_kernel
+    from specux.meta.cqt_params import cqt_spec
+
+    spec = cqt_spec(sr=8000, fmin=100.0, n_bins=24, hop_length=64)
+    key = spec.as_key()
+    x = _signal((2, 3000), seed=25, dtype=F32).to(DEVICE)
+    taps = torch.from_numpy(correlation_kernel(spec)).to(DEVICE, F32)
+    ref = torch.ops.specux.cqt(x, key, "reflect", "magnitude", 1e-10)
+    half = x.to(dtype)
+    for kernel in (taps, -taps):  # the spec path, the dense path
+        for output in ("magnitude", "complex"):
+            fake = torch.ops.specux.cqt_kernel(half.to("meta"), kernel.to("meta"), key,
+                                               "reflect", output, 1e-10)  # fmt: skip
+            got = torch.ops.specux.cqt_kernel(half, kernel, key, "reflect", output, 1e-10)
+            assert got.dtype == fake.dtype and got.stride() == fake.stride(), output
+            if output == "magnitude":
+                tol = F16_REL if dtype == torch.float16 else BF16_REL
+                assert rel_peak(_host(got), _host(ref)) <= tol
+    plain = torch.ops.specux.cqt(half, key, "reflect", "magnitude", 1e-10)
+    assert plain.dtype == dtype
+    if dtype == torch.float16:
+        grad = torch.ops.specux.cqt(x, key, "constant", "complex", 1e-10).to(torch.complex32)
+        for kernel in (taps, -taps):
+            back = torch.ops.specux.cqt_kernel_adjoint(grad, kernel, key, "constant", 3000)
+            assert back.dtype == torch.float16
+        assert torch.ops.specux.cqt_adjoint(grad, key, "constant", 3000).dtype == torch.float16
+
+
 def test_cqt_kernel_ops_gradcheck_on_cuda():
     from specux.kernels.cpu.cqt import correlation_kernel
     from specux.meta.cqt_params import cqt_spec

@@ -389,3 +389,19 @@ def test_dtype_changes_compare_only_changed_buffers(monkeypatch):
     assert len(calls) == 1  # compared with, then rounded from, one build
     x = _signal()
     assert torch.equal(module(x), specux.cqt(x, **PARAMS["CQT"]))
+
+
+def test_holds_spec_taps_reads_the_top_bin_then_every_bin():
+    """The check compares the top bin's taps first (a learned or half-precision kernel
+    differs there, without building every bin's), then all of them."""
+    spec = cqt_spec(**{"gamma": 0.0, **PARAMS["CQT"]})
+    key = spec.as_key()
+    kernel = torch.from_numpy(correlation_kernel(spec))
+    assert ops_cqt.holds_spec_taps(kernel, key)
+    low = kernel.clone()
+    low[0, low.shape[1] // 2, 0] += 1.0  # the lowest bin's centre tap
+    assert not ops_cqt.holds_spec_taps(low, key)
+    top = kernel.clone()
+    top[-1] *= 1.0 + 2.0**-40
+    assert not ops_cqt.holds_spec_taps(top, key)
+    assert not ops_cqt.holds_spec_taps(kernel.half().double(), key)

@@ -228,6 +228,8 @@ def _samples(name):
                                     "db", 1e-10)),  # fmt: skip
             ("empty-batch", lambda: (_make((0, 50), r), _make((6, 4, 2), r), key, "constant",
                                      "power", 1e-10)),  # fmt: skip
+            ("empty-length", lambda: (_make((2, 0), r), _make((6, 4, 2), r), key, "constant",
+                                      "complex", 1e-10)),  # fmt: skip
         ]
     if name == "cqt_kernel_adjoint":
         # grad: (..., 6, 1 + length // 16)

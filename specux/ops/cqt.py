@@ -15,6 +15,8 @@ code.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from specux.compat.tensor_cache import PerVersion, capturing, fixed_values
@@ -47,12 +49,25 @@ def _cqt_cpu(x, spec, pad_mode, output, eps):
     return from_numpy(out)
 
 
+def _declared(out: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A CUDA result in the dtype the fake kernel declares: the constant-Q kernels compute a
+    float16 / bfloat16 input in float32, and the result is stored back in half precision
+    (complex32 for float16's complex output), as the other ops store theirs."""
+    return out if out.dtype == dtype else out.to(dtype)
+
+
+# the dtype the CUDA kernels compute an input of this dtype in
+_COMPUTE = {torch.float16: torch.float32, torch.bfloat16: torch.float32,
+            torch.complex32: torch.complex64}  # fmt: skip
+
+
 def _cqt_cuda(x, spec, pad_mode, output, eps):
     from specux.kernels.cuda import transforms
 
     if x.shape[-1] == 0 and pad_mode != "constant":
         raise ValueError(f"cqt: pad_mode={pad_mode!r} needs at least one sample")
-    return transforms.cqt(x, ConstantQSpec.from_key(spec), pad_mode, output, eps)
+    out = transforms.cqt(x, ConstantQSpec.from_key(spec), pad_mode, output, eps)
+    return _declared(out, COMPLEX_OF[x.dtype] if output == "complex" else x.dtype)
 
 
 def _cqt_setup(ctx, inputs, output):
@@ -102,7 +117,7 @@ def _cqt_adjoint_cuda(grad, spec, pad_mode, length):
     from specux.kernels.cuda import transforms
 
     s = ConstantQSpec.from_key(spec)
-    return transforms.cqt_adjoint(grad, s, pad_mode, length)
+    return _declared(transforms.cqt_adjoint(grad, s, pad_mode, length), REAL_OF[grad.dtype])
 
 
 def _cqt_adjoint_setup(ctx, inputs, output):
@@ -157,17 +172,26 @@ def holds_spec_taps(kernel: torch.Tensor, spec: str) -> bool:
     if found is None:
         if capturing(kernel):
             return False
-        reference = torch.from_numpy(cpu_cqt.correlation_kernel(s))
-        found = bool(torch.equal(kernel, reference.to(kernel.device, kernel.dtype)))
+        # the top bin's few taps first: a kernel that differs there (learned, rounded to
+        # half precision) is told apart without building every bin's (141 MB for chroma's)
+        first, taps = cpu_cqt.correlation_taps(s)
+        start = int(first[-1]) + kernel.shape[1] // 2
+        top = torch.view_as_real(torch.from_numpy(taps[-1].copy()))
+        found = bool(torch.equal(kernel[-1, start : start + top.shape[0]],
+                                 top.to(kernel.device, kernel.dtype)))  # fmt: skip
+        if found:
+            reference = torch.from_numpy(cpu_cqt.correlation_kernel(s))
+            found = bool(torch.equal(kernel, reference.to(kernel.device, kernel.dtype)))
         _SPEC_TAPS.put(kernel, spec, found)
     return found
 
 
 def _spec_path(kernel: torch.Tensor, dtype: torch.dtype, spec: str) -> bool:
     """Whether the spec's kernels give this kernel's transform of a ``dtype`` signal: it holds
-    the spec's taps, in that dtype or wider (float64, rounded to it as the spec's are)."""
-    return (kernel.dtype == dtype or kernel.dtype == torch.float64) and holds_spec_taps(
-        kernel, spec)
+    the spec's taps, in the dtype the signal computes in or wider (float64, rounded to it
+    as the spec's are)."""
+    compute = _COMPUTE.get(dtype, dtype)
+    return kernel.dtype in (compute, torch.float64) and holds_spec_taps(kernel, spec)
 
 
 def _taps_matrix(kernel: torch.Tensor) -> torch.Tensor:
@@ -191,7 +215,7 @@ def _correlate(x: torch.Tensor, kernel: torch.Tensor, hop_length: int, pad_mode:
     *batch, length = x.shape
     n_bins, width, _ = kernel.shape
     n_frames = cqt_n_frames(length, hop_length)
-    flat = x.reshape(-1, length)
+    flat = x.reshape(math.prod(batch), length)
     taps = _taps_matrix(kernel)
     parts = [frame(flat[g], width, hop_length, width // 2, pad_mode) @ taps
              for g in _groups(flat.shape[0], n_frames, width)]  # fmt: skip
@@ -226,7 +250,7 @@ def _kernel_grad(signal, grad, kernel_shape, hop_length: int, pad_mode: str, dty
     output (``cqt_kernel_adjoint``); in the kernel's ``dtype``."""
     n_bins, width, _ = kernel_shape
     n_frames = grad.shape[-1]
-    signals = signal.reshape(-1, signal.shape[-1])
+    signals = signal.reshape(math.prod(signal.shape[:-1]), signal.shape[-1])
     pairs = _pairs(grad).reshape(-1, n_frames, 2 * n_bins)  # the same signals
     total = None
     for g in _groups(signals.shape[0], n_frames, width):  # a group's frames at a time
@@ -251,8 +275,10 @@ def _cqt_kernel_run(x, kernel, spec, pad_mode, output, eps, fast, value):
     if x.shape[-1] == 0 and pad_mode != "constant":
         raise ValueError(f"cqt: pad_mode={pad_mode!r} needs at least one sample")
     hop = ConstantQSpec.from_key(spec).hop_length
-    spectrum = _correlate(x, kernel.to(x.dtype), hop, pad_mode)
-    return value(spectrum, output, eps).transpose(-1, -2)
+    xc = x.to(_COMPUTE.get(x.dtype, x.dtype))  # (half precision: CUDA only)
+    spectrum = _correlate(xc, kernel.to(xc.dtype), hop, pad_mode)
+    out = value(spectrum, output, eps).transpose(-1, -2)
+    return _declared(out, COMPLEX_OF[x.dtype] if output == "complex" else x.dtype)
 
 
 def _value_cpu(spectrum, output, eps):
@@ -317,7 +343,9 @@ def _cqt_kernel_adjoint_run(grad, kernel, spec, pad_mode, length, fast):
     if _spec_path(kernel, real, spec):
         return fast(grad, spec, pad_mode, length)
     hop = ConstantQSpec.from_key(spec).hop_length
-    return _correlate_adjoint(grad, kernel.to(real), hop, pad_mode, length)
+    gc = grad.to(_COMPUTE.get(grad.dtype, grad.dtype))  # (half precision: CUDA only)
+    out = _correlate_adjoint(gc, kernel.to(REAL_OF[gc.dtype]), hop, pad_mode, length)
+    return _declared(out, real)
 
 
 def _cqt_kernel_adjoint_cpu(grad, kernel, spec, pad_mode, length):
