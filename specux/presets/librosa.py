@@ -17,7 +17,8 @@ Not taken from librosa: precomputed inputs (``S=``, ``C=``), callable windows, a
 ``ValueError`` that names the parameter, where librosa accepts them: pad modes other than
 constant, reflect, edge and wrap (``"symmetric"``, ``"linear_ramp"`` ...), windows other than
 hann, hamming, blackman, bartlett, boxcar and the kaiser / gaussian tuples (``"triang"``,
-``("tukey", 0.5)`` ...), chroma's ``octwidth=0``, and
+``("tukey", 0.5)`` ...), chroma's ``octwidth=0``, :func:`chroma_cqt`'s ``window`` and
+``cqt_mode="hybrid"``, and
 ``n_mfcc`` above ``n_mels``; and the values specux's own checks refuse: ``fmax`` above
 ``sr / 2`` (librosa leaves the bands past Nyquist empty), ``fmin`` negative or above
 ``fmax``, ``n_mels``, ``n_mfcc`` or ``power`` of 0, a float window (scipy's kaiser beta), a
