@@ -241,8 +241,9 @@ def chroma_cqt(
     (librosa's default) estimates the tuning from the signal on the host, as
     :func:`chroma_stft`. The CQT is specux's direct transform: librosa's multirate one
     differs by about 1.5e-2 of its peak, and the chroma by up to about 0.1 on a tonal signal.
-    Not taken: ``C=`` (a precomputed CQT), ``window`` (librosa convolves it into the fold)
-    and ``cqt_mode="hybrid"``: a ValueError names them."""
+    Not taken: ``C=`` (a precomputed CQT; not a parameter here), and ``window`` (librosa
+    convolves it into the fold) and ``cqt_mode="hybrid"``, which raise a ValueError naming
+    them."""
     if window is not None:
         raise ValueError("window: librosa's chroma_cqt window (convolved into the CQT-to-"
                          "chroma fold) is not supported: leave it None")  # fmt: skip
