@@ -67,8 +67,9 @@ def declare(
 
 # Inside torch.autocast the transforms compute in float32 (API.md), as torch's own spectral
 # ops do: half-precision inputs are cast up, so the results are float32 / complex64.
-_AUTOCAST_CASTS = {torch.float16: torch.float32, torch.bfloat16: torch.float32,
-                   torch.complex32: torch.complex64}  # fmt: skip
+# (also the dtype the CUDA kernels compute a half-precision tensor in)
+FULL_WIDTH = {torch.float16: torch.float32, torch.bfloat16: torch.float32,
+              torch.complex32: torch.complex64}  # fmt: skip
 _autocast_libraries: list = []  # registrations live as long as the process
 
 
@@ -92,8 +93,8 @@ def _autocast(name: str) -> None:
 
 
 def _float32(arg):
-    if isinstance(arg, torch.Tensor) and arg.dtype in _AUTOCAST_CASTS:
-        return arg.to(_AUTOCAST_CASTS[arg.dtype])
+    if isinstance(arg, torch.Tensor) and arg.dtype in FULL_WIDTH:
+        return arg.to(FULL_WIDTH[arg.dtype])
     return arg
 
 

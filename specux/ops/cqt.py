@@ -24,7 +24,15 @@ from specux.kernels.cpu import cqt as cpu_cqt
 from specux.kernels.cpu.stft import apply_output
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_adjoint_shape, cqt_n_frames, cqt_shape
-from specux.ops._declare import COMPLEX_OF, REAL_OF, call, declare, from_numpy, to_numpy
+from specux.ops._declare import (
+    COMPLEX_OF,
+    FULL_WIDTH,
+    REAL_OF,
+    call,
+    declare,
+    from_numpy,
+    to_numpy,
+)
 from specux.ops.frames import frame, overlap_add
 from specux.ops.stft import output_cotangent
 
@@ -39,7 +47,7 @@ _COMPLEX_EPS = 1e-10
 def _cqt_fake(x, spec, pad_mode, output, eps):
     s = ConstantQSpec.from_key(spec)
     *batch, n_bins, count = cqt_shape(x.shape, s.n_bins, s.hop_length)
-    dtype = COMPLEX_OF[x.dtype] if output == "complex" else x.dtype
+    dtype = _result_dtype(x, output)
     # Frame-major in memory, like the kernel's result (each frame's bins are one store).
     return x.new_empty((*batch, count, n_bins), dtype=dtype).transpose(-1, -2)
 
@@ -56,9 +64,9 @@ def _declared(out: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return out if out.dtype == dtype else out.to(dtype)
 
 
-# the dtype the CUDA kernels compute an input of this dtype in
-_COMPUTE = {torch.float16: torch.float32, torch.bfloat16: torch.float32,
-            torch.complex32: torch.complex64}  # fmt: skip
+def _result_dtype(x: torch.Tensor, output: str) -> torch.dtype:
+    """The dtype the ops declare for ``x``'s transform (the fake kernels' and the kernels')."""
+    return COMPLEX_OF[x.dtype] if output == "complex" else x.dtype
 
 
 def _cqt_cuda(x, spec, pad_mode, output, eps):
@@ -67,7 +75,7 @@ def _cqt_cuda(x, spec, pad_mode, output, eps):
     if x.shape[-1] == 0 and pad_mode != "constant":
         raise ValueError(f"cqt: pad_mode={pad_mode!r} needs at least one sample")
     out = transforms.cqt(x, ConstantQSpec.from_key(spec), pad_mode, output, eps)
-    return _declared(out, COMPLEX_OF[x.dtype] if output == "complex" else x.dtype)
+    return _declared(out, _result_dtype(x, output))
 
 
 def _cqt_setup(ctx, inputs, output):
@@ -190,7 +198,7 @@ def _spec_path(kernel: torch.Tensor, dtype: torch.dtype, spec: str) -> bool:
     """Whether the spec's kernels give this kernel's transform of a ``dtype`` signal: it holds
     the spec's taps, in the dtype the signal computes in or wider (float64, rounded to it
     as the spec's are)."""
-    compute = _COMPUTE.get(dtype, dtype)
+    compute = FULL_WIDTH.get(dtype, dtype)
     return kernel.dtype in (compute, torch.float64) and holds_spec_taps(kernel, spec)
 
 
@@ -265,7 +273,7 @@ def _kernel_grad(signal, grad, kernel_shape, hop_length: int, pad_mode: str, dty
 def _cqt_kernel_fake(x, kernel, spec, pad_mode, output, eps):
     *batch, n_bins, count = cqt_shape(x.shape, kernel.shape[0],
                                       ConstantQSpec.from_key(spec).hop_length)  # fmt: skip
-    dtype = COMPLEX_OF[x.dtype] if output == "complex" else x.dtype
+    dtype = _result_dtype(x, output)
     return x.new_empty((*batch, count, n_bins), dtype=dtype).transpose(-1, -2)
 
 
@@ -275,10 +283,10 @@ def _cqt_kernel_run(x, kernel, spec, pad_mode, output, eps, fast, value):
     if x.shape[-1] == 0 and pad_mode != "constant":
         raise ValueError(f"cqt: pad_mode={pad_mode!r} needs at least one sample")
     hop = ConstantQSpec.from_key(spec).hop_length
-    xc = x.to(_COMPUTE.get(x.dtype, x.dtype))  # (half precision: CUDA only)
+    xc = x.to(FULL_WIDTH.get(x.dtype, x.dtype))  # (half precision: CUDA only)
     spectrum = _correlate(xc, kernel.to(xc.dtype), hop, pad_mode)
     out = value(spectrum, output, eps).transpose(-1, -2)
-    return _declared(out, COMPLEX_OF[x.dtype] if output == "complex" else x.dtype)
+    return _declared(out, _result_dtype(x, output))
 
 
 def _value_cpu(spectrum, output, eps):
@@ -343,7 +351,7 @@ def _cqt_kernel_adjoint_run(grad, kernel, spec, pad_mode, length, fast):
     if _spec_path(kernel, real, spec):
         return fast(grad, spec, pad_mode, length)
     hop = ConstantQSpec.from_key(spec).hop_length
-    gc = grad.to(_COMPUTE.get(grad.dtype, grad.dtype))  # (half precision: CUDA only)
+    gc = grad.to(FULL_WIDTH.get(grad.dtype, grad.dtype))  # (half precision: CUDA only)
     out = _correlate_adjoint(gc, kernel.to(REAL_OF[gc.dtype]), hop, pad_mode, length)
     return _declared(out, real)
 
