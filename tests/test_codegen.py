@@ -407,6 +407,38 @@ def test_register_bound_of_the_radix_16_block_kernels():
                                                         plan.StoreSpec()), CPP)[0]  # fmt: skip
 
 
+def test_warp_local_transforms_exchange_under_the_warp_barrier():
+    """A transform whose threads lie in one warp (codegen.block.warp_local) exchanges its
+    stages under the warp's barrier; the block's barrier stays wherever other warps read
+    next: after staged loads, after the last stage's writes before staged stores, and
+    before the filterbank reduce. Others keep the block barrier throughout. (The host
+    emulation takes the block barrier for both; the GPU's racecheck runs
+    tools/sanitize_transforms.py over these kernels.)"""
+    from specux.kernels.codegen.block import warp_local
+    from specux.kernels.codegen.dialects import CUDA
+    from specux.kernels.codegen.kernels import render
+
+    def barriers(n, load=None, store=None, **kw):
+        spec = plan.block(n, -1, "float32", load or plan.LoadSpec(), store or plan.StoreSpec(),
+                          **kw)  # fmt: skip
+        text = render(spec, CUDA)[0]
+        found = [line.split("(")[0].strip() for line in text.splitlines() if "__sync" in line]
+        return spec.threads, warp_local(spec), found
+
+    framed = plan.LoadSpec(frames="reflect", mode="real")
+    warp, block = "__syncwarp", "__syncthreads"
+    # n_fft 1024, the mel kernel: radices (16, 16, 2), 32 threads, untangled in registers
+    assert barriers(512, framed, plan.StoreSpec(mode="half", reduce="bank"), pack="r2c") == (
+        32, True, [warp, warp, warp, block])
+    assert barriers(512, framed, plan.StoreSpec(mode="half"), pack="r2c") == (
+        32, True, [warp, warp, warp])
+    # 16 threads a transform (two a warp), staged through other transforms' slots
+    assert barriers(256, load_staged=True, store_staged=True) == (
+        16, True, [block, warp, warp, warp, block])
+    assert barriers(1024) == (64, False, [block] * 4)  # two warps a transform
+    assert barriers(8) == (1, True, [])  # one stage, no exchange
+
+
 @pytest.mark.parametrize("n", [2, 7, 17, 64, 97, 1000, 1031, 7203, 12000])
 def test_emulated_float32_within_3x_numpy(n, rng):
     """(12000 points: the four-step pair of block kernels in float32.)"""

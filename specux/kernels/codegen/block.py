@@ -779,8 +779,23 @@ def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]
     return lines
 
 
-def _stages(spec: BlockSpec, barrier: str) -> list[str]:
-    """The transform's stages (butterflies in registers, shared memory between stages)."""
+WARP = 32
+
+
+def warp_local(spec: BlockSpec) -> bool:
+    """Whether every transform's threads lie in one warp (``threads`` divides 32 and the
+    block is whole warps): then its stage exchanges, which touch only its own slot of
+    shared memory, need only the warp's barrier (Dialect.warp_barrier), and a warp runs its
+    stages without waiting for the block's other warps. The forward stft kernels of n_fft
+    1024 (a 512-point transform of radices 16, 16, 2: 32 threads) are such."""
+    return spec.threads <= WARP and WARP % spec.threads == 0 and spec.block_threads % WARP == 0
+
+
+def _stages(spec: BlockSpec, barrier: str, local: str = "") -> list[str]:
+    """The transform's stages (butterflies in registers, shared memory between stages).
+    ``local``: the barrier between stages (a warp's, where :func:`warp_local`); the block's
+    ``barrier`` follows the last stage's writes, which other threads may read next."""
+    local = local or barrier
     n, threads = spec.n, spec.threads
     radices = spec.radices or (1,)
     direct_load = not spec.load_staged
@@ -802,7 +817,7 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
             lines += _held_butterfly(spec, index, stride, f"_{m}", f"t + {m * threads}", names,
                                      cond)  # fmt: skip
         if not (first and direct_load):
-            lines.append(f"    {barrier}  // every read of this stage is done")
+            lines.append(f"    {local}  // every read of this stage is done")
         for m in range(reps):
             cond = "" if exact else f"if (t + {m * threads} < {quarter}) "
             if last and direct_store:
@@ -827,7 +842,7 @@ def _stages(spec: BlockSpec, barrier: str) -> list[str]:
                 lines += [f"        row[{q * step}] = v{m}_{q};" for q in range(radix)]
             lines.append("    }")
         if not (last and direct_store):
-            lines.append(f"    {barrier}  // every write of this stage is done")
+            lines.append(f"    {barrier if last else local}  // every write of this stage is done")
         lines.append("    }")
         stride *= radix
     return lines
@@ -897,6 +912,7 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     here: the tangled values must be held until every thread has read that stage's inputs
     (docs/benchmarks.md)."""
     n, threads, barrier = spec.n, spec.threads, dialect.barrier
+    local = dialect.warp_barrier if warp_local(spec) else barrier  # the transform's own slot
     pairs = n // 2 + 1
     fresh = dialect.fresh_tid if spec.per_block == 1 else f"{dialect.fresh_tid} % {threads}"
     if spec.store.value == "convolve":  # times the signal's kernel spectrum and the phase
@@ -952,11 +968,12 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
         "            my[skew(m)] = tangled(wm, gm, cpx{gj.re, -gj.im});",
         "        }",
         "    }",
-        f"    {barrier}  // every pair is tangled",
+        f"    {local}  // every pair is tangled",
         "    {  // the inverse transform (conjugate roots), stored as real samples",
         "    auto tw = itw;",
         f"    const int t = {fresh};",
-        *_stages(dataclasses.replace(spec, sign=1, pack="c2r", load_staged=True), barrier),
+        *_stages(dataclasses.replace(spec, sign=1, pack="c2r", load_staged=True), barrier,
+                 local),
         "    }",
     ]
     return [line for line in lines if line]
@@ -1195,7 +1212,7 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body.append("        xfer[skew(j)] = v;")
         body.append("    }")
         body.append(f"    {barrier}")
-    body += _stages(spec, barrier)
+    body += _stages(spec, barrier, dialect.warp_barrier if warp_local(spec) else barrier)
     if spec.store_staged:
         root = ""
         if spec.twist:

@@ -24,6 +24,11 @@ class Dialect:
     block_open: str  # format fields: name, params, threads
     block_close: str  # format fields: name, params, args
     barrier: str
+    # A barrier among the threads of one warp (32 threads; a SIMD group) that orders their
+    # shared-memory accesses: the stage exchanges of transforms whose threads never span two
+    # warps (codegen.block.warp_local). The emulation takes the block barrier, which is
+    # stronger (its kernels' numerics are the same; races are the GPU's racecheck's to find).
+    warp_barrier: str
     # ``tid`` read anew: a value the compiler cannot equate with ``tid``, so the index
     # arithmetic of a later phase of a kernel (the fused adjoint's inverse stages) is not
     # shared with -- and kept live since -- an earlier phase's identical expressions.
@@ -167,6 +172,7 @@ CUDA = Dialect(
     ),
     block_close="}}\n",
     barrier="__syncthreads();",
+    warp_barrier="__syncwarp();",
     fresh_tid="specux_fresh_tid()",
     mma_prelude=_CUDA_MMA,
 )
@@ -213,6 +219,7 @@ CPP = Dialect(
         "}}\n"
     ),
     barrier="specux_barrier->arrive_and_wait();",
+    warp_barrier="specux_barrier->arrive_and_wait();",
     fresh_tid="tid",  # compiled at -O0: nothing is shared between phases
     mma_prelude=_CPP_MMA,
 )
