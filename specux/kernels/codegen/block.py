@@ -791,20 +791,11 @@ def warp_local(spec: BlockSpec) -> bool:
     return spec.threads <= WARP and WARP % spec.threads == 0 and spec.block_threads % WARP == 0
 
 
-def _last_local(spec: BlockSpec) -> bool:
-    """Whether what follows an r2c kernel's stages reads only the transform's own slot (the
-    untangling through shared memory, or the fused adjoint's tangling), so the last stage's
-    writes need only the warp's barrier where :func:`warp_local`; staged stores read the
-    block's other slots."""
-    return spec.pack == "r2c" and not spec.store_staged and warp_local(spec)
-
-
-def _stages(spec: BlockSpec, barrier: str, local: str = "", last: str = "") -> list[str]:
+def _stages(spec: BlockSpec, barrier: str, local: str = "") -> list[str]:
     """The transform's stages (butterflies in registers, shared memory between stages).
-    ``local``: the barrier between stages (a warp's, where :func:`warp_local`); ``last``
-    (default the block's ``barrier``) follows the last stage's writes, which other threads
-    may read next."""
-    local, last_barrier = local or barrier, last or barrier
+    ``local``: the barrier between stages (a warp's, where :func:`warp_local`); the block's
+    ``barrier`` follows the last stage's writes, which other threads may read next."""
+    local = local or barrier
     n, threads = spec.n, spec.threads
     radices = spec.radices or (1,)
     direct_load = not spec.load_staged
@@ -851,8 +842,7 @@ def _stages(spec: BlockSpec, barrier: str, local: str = "", last: str = "") -> l
                 lines += [f"        row[{q * step}] = v{m}_{q};" for q in range(radix)]
             lines.append("    }")
         if not (last and direct_store):
-            after = last_barrier if last else local
-            lines.append(f"    {after}  // every write of this stage is done")
+            lines.append(f"    {barrier if last else local}  // every write of this stage is done")
         lines.append("    }")
         stride *= radix
     return lines
@@ -1222,8 +1212,7 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body.append("        xfer[skew(j)] = v;")
         body.append("    }")
         body.append(f"    {barrier}")
-    body += _stages(spec, barrier, dialect.warp_barrier if warp_local(spec) else barrier,
-                    dialect.warp_barrier if _last_local(spec) else barrier)
+    body += _stages(spec, barrier, dialect.warp_barrier if warp_local(spec) else barrier)
     if spec.store_staged:
         root = ""
         if spec.twist:
