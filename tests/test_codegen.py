@@ -411,19 +411,21 @@ def test_warp_local_transforms_exchange_under_the_warp_barrier():
     """A transform whose threads lie in one warp (codegen.block.warp_local) exchanges its
     stages under the warp's barrier; the block's barrier stays wherever other warps read
     next: after staged loads, after the last stage's writes before staged stores, and
-    before the filterbank reduce. Others keep the block barrier throughout. (The host
-    emulation takes the block barrier for both; the GPU's racecheck runs
-    tools/sanitize_transforms.py over these kernels.)"""
+    before the filterbank reduce and the overlap-add. Others keep the block barrier
+    throughout. (The host emulation takes the block barrier for both; the GPU's racecheck
+    runs tools/sanitize_transforms.py over these kernels.)"""
     from specux.kernels.codegen.block import warp_local
     from specux.kernels.codegen.dialects import CUDA
     from specux.kernels.codegen.kernels import render
 
+    def found(spec):  # the kernel's barriers in order
+        text = render(spec, CUDA)[0]
+        return [line.split("(")[0].strip() for line in text.splitlines() if "__sync" in line]
+
     def barriers(n, load=None, store=None, **kw):
         spec = plan.block(n, -1, "float32", load or plan.LoadSpec(), store or plan.StoreSpec(),
                           **kw)  # fmt: skip
-        text = render(spec, CUDA)[0]
-        found = [line.split("(")[0].strip() for line in text.splitlines() if "__sync" in line]
-        return spec.threads, warp_local(spec), found
+        return spec.threads, warp_local(spec), found(spec)
 
     framed = plan.LoadSpec(frames="reflect", mode="real")
     warp, block = "__syncwarp", "__syncthreads"
@@ -437,6 +439,19 @@ def test_warp_local_transforms_exchange_under_the_warp_barrier():
         16, True, [block, warp, warp, warp, block])
     assert barriers(1024) == (64, False, [block] * 4)  # two warps a transform
     assert barriers(8) == (1, True, [])  # one stage, no exchange
+    # n_fft 512's fused adjoint with the overlap-add (16 threads a frame): the forward
+    # stages, the block barrier after the last (kept as in every r2c kernel), the tangling
+    # of the transform's own slot and the inverse stages under the warp's, the block's before
+    # the overlap-add reads the neighbouring frames
+    from specux.kernels.fft_exec import _adjoint_ola_spec, _ola_spec
+
+    args = (512, 128, "float32", "float32", "float32", False, False)
+    assert found(_adjoint_ola_spec(*args, "reflect", 0)) == [warp, warp, block] + [warp] * 4 + [
+        block]
+    # n_fft 1024's (64 threads a frame: radices 8, 8, 8) keeps the block barrier throughout
+    assert set(found(_adjoint_ola_spec(1024, 256, *args[2:], "reflect", 0))) == {block}
+    # the istft's c2r: staged loads through other frames' slots, then the overlap-add
+    assert found(_ola_spec(*args)) == [block, warp, warp, warp, block]
 
 
 @pytest.mark.parametrize("n", [2, 7, 17, 64, 97, 1000, 1031, 7203, 12000])
