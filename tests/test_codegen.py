@@ -412,8 +412,9 @@ def test_warp_local_transforms_exchange_under_the_warp_barrier():
     stages under the warp's barrier; the block's barrier stays wherever other warps read
     next: after staged loads, after the last stage's writes before staged stores, and
     before the filterbank reduce and the overlap-add. Others keep the block barrier
-    throughout. (The host emulation takes the block barrier for both; the GPU's racecheck
-    runs tools/sanitize_transforms.py over these kernels.)"""
+    throughout. (The host emulation gives each warp a barrier of its own, so the emulated
+    kernels run their warps as independently as the GPU does; the GPU's racecheck runs
+    tools/sanitize_transforms.py over these kernels.)"""
     from specux.kernels.codegen.block import warp_local
     from specux.kernels.codegen.dialects import CUDA
     from specux.kernels.codegen.kernels import render

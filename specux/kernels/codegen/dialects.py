@@ -26,8 +26,10 @@ class Dialect:
     barrier: str
     # A barrier among the threads of one warp (32 threads; a SIMD group) that orders their
     # shared-memory accesses: the stage exchanges of transforms whose threads never span two
-    # warps (codegen.block.warp_local). The emulation takes the block barrier, which is
-    # stronger (its kernels' numerics are the same; races are the GPU's racecheck's to find).
+    # warps (codegen.block.warp_local). The emulation gives each warp's 32 host threads a
+    # barrier of their own, so its warps run between block barriers as independently as the
+    # GPU's (a read of another warp's writes ordered only by a warp barrier is a data race
+    # there too: ThreadSanitizer reports it when the emulated kernel is built with it).
     warp_barrier: str
     # ``tid`` read anew: a value the compiler cannot equate with ``tid``, so the index
     # arithmetic of a later phase of a kernel (the fused adjoint's inverse stages) is not
@@ -125,6 +127,7 @@ _CPP_PRELUDE = r"""
 #include <cstdint>
 #include <thread>
 #include <cstring>
+#include <memory>
 #include <vector>
 static inline float specux_h2f(unsigned short h) {
     _Float16 v; std::memcpy(&v, &h, 2); return (float)v;
@@ -192,12 +195,13 @@ CPP = Dialect(
         "}}\n"
     ),
     # SIMT emulation: one host thread per GPU thread of a block, std::barrier for the block
-    # barrier; shared memory is handed in (filled with NaN bytes, so reads of slots nobody wrote
-    # show up in the results); blocks run one after another.
+    # barrier and one for each warp's barrier; shared memory is handed in (filled with NaN
+    # bytes, so reads of slots nobody wrote show up in the results); blocks run one after
+    # another.
     block_open=(
         "static inline void {name}_lane(int tid, long long block, unsigned char* specux_shared,\n"
         "                               std::barrier<>* specux_barrier, float* specux_exchange,\n"
-        "                               {params}) {{\n"
+        "                               std::barrier<>* specux_warp, {params}) {{\n"
     ),
     block_close=(
         "}}\n"
@@ -208,18 +212,22 @@ CPP = Dialect(
         "        std::fill(memory.begin(), memory.end(), (unsigned char)0xFF);\n"
         "        std::barrier<> barrier((std::ptrdiff_t)threads);\n"
         "        std::vector<float> exchange(threads * 10);\n"
+        "        std::vector<std::unique_ptr<std::barrier<>>> warps;  // one a warp of 32\n"
+        "        for (long long w = 0; 32 * w < threads; ++w)\n"
+        "            warps.emplace_back(new std::barrier<>(\n"
+        "                (std::ptrdiff_t)std::min(32LL, threads - 32 * w)));\n"
         "        std::vector<std::thread> lanes;\n"
         "        for (long long lane = 0; lane < threads; ++lane)\n"
         "            lanes.emplace_back([&, lane] {{\n"
         "                {name}_lane((int)lane, block, memory.data(), &barrier, exchange.data(),\n"
-        "                           {args});\n"
+        "                           warps[lane / 32].get(), {args});\n"
         "            }});\n"
         "        for (auto& lane : lanes) lane.join();\n"
         "    }}\n"
         "}}\n"
     ),
     barrier="specux_barrier->arrive_and_wait();",
-    warp_barrier="specux_barrier->arrive_and_wait();",
+    warp_barrier="specux_warp->arrive_and_wait();",
     fresh_tid="tid",  # compiled at -O0: nothing is shared between phases
     mma_prelude=_CPP_MMA,
 )
