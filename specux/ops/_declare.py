@@ -73,6 +73,11 @@ FULL_WIDTH = {torch.float16: torch.float32, torch.bfloat16: torch.float32,
 _autocast_libraries: list = []  # registrations live as long as the process
 
 
+def full_width(dtype: torch.dtype) -> torch.dtype:
+    """``dtype``, or the full-width dtype a half-precision one computes in (FULL_WIDTH)."""
+    return FULL_WIDTH.get(dtype, dtype)
+
+
 def _autocast(name: str) -> None:
     """Register ``specux::name``'s autocast rule on every device type torch autocasts: its
     float16 / bfloat16 / complex32 tensors cast to float32 / complex64, then the op runs with
@@ -94,7 +99,7 @@ def _autocast(name: str) -> None:
 
 def _float32(arg):
     if isinstance(arg, torch.Tensor) and arg.dtype in FULL_WIDTH:
-        return arg.to(FULL_WIDTH[arg.dtype])
+        return arg.to(full_width(arg.dtype))
     return arg
 
 

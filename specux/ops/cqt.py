@@ -26,11 +26,11 @@ from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_adjoint_shape, cqt_n_frames, cqt_shape
 from specux.ops._declare import (
     COMPLEX_OF,
-    FULL_WIDTH,
     REAL_OF,
     call,
     declare,
     from_numpy,
+    full_width,
     to_numpy,
 )
 from specux.ops.frames import frame, overlap_add
@@ -198,7 +198,7 @@ def _spec_path(kernel: torch.Tensor, dtype: torch.dtype, spec: str) -> bool:
     """Whether the spec's kernels give this kernel's transform of a ``dtype`` signal: it holds
     the spec's taps, in the dtype the signal computes in or wider (float64, rounded to it
     as the spec's are)."""
-    compute = FULL_WIDTH.get(dtype, dtype)
+    compute = full_width(dtype)
     return kernel.dtype in (compute, torch.float64) and holds_spec_taps(kernel, spec)
 
 
@@ -283,7 +283,7 @@ def _cqt_kernel_run(x, kernel, spec, pad_mode, output, eps, fast, value):
     if x.shape[-1] == 0 and pad_mode != "constant":
         raise ValueError(f"cqt: pad_mode={pad_mode!r} needs at least one sample")
     hop = ConstantQSpec.from_key(spec).hop_length
-    xc = x.to(FULL_WIDTH.get(x.dtype, x.dtype))  # (half precision: CUDA only)
+    xc = x.to(full_width(x.dtype))  # (half precision: CUDA only)
     spectrum = _correlate(xc, kernel.to(xc.dtype), hop, pad_mode)
     out = value(spectrum, output, eps).transpose(-1, -2)
     return _declared(out, _result_dtype(x, output))
@@ -351,7 +351,7 @@ def _cqt_kernel_adjoint_run(grad, kernel, spec, pad_mode, length, fast):
     if _spec_path(kernel, real, spec):
         return fast(grad, spec, pad_mode, length)
     hop = ConstantQSpec.from_key(spec).hop_length
-    gc = grad.to(FULL_WIDTH.get(grad.dtype, grad.dtype))  # (half precision: CUDA only)
+    gc = grad.to(full_width(grad.dtype))  # (half precision: CUDA only)
     out = _correlate_adjoint(gc, kernel.to(REAL_OF[gc.dtype]), hop, pad_mode, length)
     return _declared(out, real)
 

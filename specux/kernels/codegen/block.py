@@ -791,6 +791,12 @@ def warp_local(spec: BlockSpec) -> bool:
     return spec.threads <= WARP and WARP % spec.threads == 0 and spec.block_threads % WARP == 0
 
 
+def _local_barrier(spec: BlockSpec, dialect: Dialect) -> str:
+    """The barrier for exchanges within a transform's own slot: the warp's where
+    :func:`warp_local`, else the block's."""
+    return dialect.warp_barrier if warp_local(spec) else dialect.barrier
+
+
 def _stages(spec: BlockSpec, barrier: str, local: str = "") -> list[str]:
     """The transform's stages (butterflies in registers, shared memory between stages).
     ``local``: the barrier between stages (a warp's, where :func:`warp_local`); the block's
@@ -912,7 +918,7 @@ def _adjoint(spec: BlockSpec, dialect: Dialect) -> list[str]:
     here: the tangled values must be held until every thread has read that stage's inputs
     (docs/benchmarks.md)."""
     n, threads, barrier = spec.n, spec.threads, dialect.barrier
-    local = dialect.warp_barrier if warp_local(spec) else barrier  # the transform's own slot
+    local = _local_barrier(spec, dialect)
     pairs = n // 2 + 1
     fresh = dialect.fresh_tid if spec.per_block == 1 else f"{dialect.fresh_tid} % {threads}"
     if spec.store.value == "convolve":  # times the signal's kernel spectrum and the phase
@@ -1212,7 +1218,7 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body.append("        xfer[skew(j)] = v;")
         body.append("    }")
         body.append(f"    {barrier}")
-    body += _stages(spec, barrier, dialect.warp_barrier if warp_local(spec) else barrier)
+    body += _stages(spec, barrier, _local_barrier(spec, dialect))
     if spec.store_staged:
         root = ""
         if spec.twist:
