@@ -13,6 +13,7 @@ from specux import routing
 from specux.compat.arrays import TORCH, float_kind, library_of
 from specux.compat.torch_compat import autocast_on
 from specux.engines import dtype_of, engine_for
+from specux.errors import AxisError
 from specux.meta import dtypes, params
 from specux.meta.params import ParameterError, StftParams
 from specux.transport import across_libraries
@@ -71,8 +72,10 @@ def _same(value: Any, other: Any) -> bool:
 
 
 def _require_ndim(call: _Call, minimum: int, name: str = "x") -> None:
+    """An input of fewer than ``minimum`` dimensions: its transform's axes lie outside it,
+    an AxisError (a ValueError and, as numpy.fft and torch.fft raise, an IndexError)."""
     if call.ndim < minimum:
-        raise ValueError(
+        raise AxisError(
             f"{name} has {call.ndim} dimensions: this transform needs at least {minimum}"
         )
 
@@ -207,8 +210,8 @@ def _nd_axes(call: _Call, x, s, dim, axes, default_last: int | None, name: str):
             count = call.ndim
         if count > call.ndim:
             if s is not None:
-                raise ValueError(f"s={s} has more entries than x has dimensions ({call.ndim})")
-            raise ValueError(
+                raise AxisError(f"s={s} has more entries than x has dimensions ({call.ndim})")
+            raise AxisError(
                 f"x has {call.ndim} dimension(s): this transform needs at least {count} (it "
                 f"transforms the last {count} unless dim= names others)"
             )

@@ -745,10 +745,17 @@ def test_chroma_cqt_parameters_are_named_and_never_replaced(x):
 
 
 def test_nd_transform_of_too_few_dimensions(x):
-    _raises(ValueError, r"x has 1 dimension\(s\): this transform needs at least 2",
+    """The default axes outside the input: an AxisError, so a ValueError and (as numpy.fft
+    and torch.fft raise) an IndexError."""
+    _raises(specux.AxisError, r"x has 1 dimension\(s\): this transform needs at least 2",
             specux.fft2, x[0])  # fmt: skip
-    _raises(ValueError, r"s=\(2, 2, 2\) has more entries than x has dimensions \(2\)",
+    _raises(specux.AxisError, r"s=\(2, 2, 2\) has more entries than x has dimensions \(2\)",
             specux.fftn, x, s=(2, 2, 2))  # fmt: skip
+    _raises(specux.AxisError, r"x has 0 dimensions: this transform needs at least 1",
+            specux.rfft, np.array(1.0))  # fmt: skip
+    for fn in (specux.rfft2, specux.irfft2, specux.ifft2):
+        with pytest.raises(IndexError, match="this transform needs at least 2"):
+            fn(x[0] if fn is specux.rfft2 else x[0].astype(np.complex128))
 
 
 def test_fftconvolve_dim_from_the_front():
