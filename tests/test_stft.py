@@ -257,6 +257,30 @@ def test_istft_matches_torch(rng):
     assert rel_l2(got.numpy(), ref.numpy()) <= TOLERANCES["float64"]
 
 
+def test_two_sided_istft_of_any_spectrum_takes_the_real_part_of_each_frame(rng):
+    """istft(onesided=False) of a spectrum that is no real signal's (not Hermitian): each
+    frame is the real part of its inverse FFT, which is the inverse of the spectrum's
+    Hermitian part (torch.istft reads the first n_fft // 2 + 1 bins as a one-sided
+    spectrum instead; docs/api.md)."""
+    n_fft, hop, count = 16, 4, 20
+    S = rng.standard_normal((2, n_fft, count)) + 1j * rng.standard_normal((2, n_fft, count))
+    got = specux.istft(S, n_fft, hop, onesided=False)
+    w = scipy.signal.get_window("hann", n_fft, fftbins=True)
+    frames = np.fft.ifft(S, axis=-2).real * w[:, None]
+    summed = np.zeros((2, n_fft + hop * (count - 1)))
+    envelope = np.zeros(summed.shape[-1])
+    for t in range(count):
+        summed[:, t * hop:t * hop + n_fft] += frames[..., t]
+        envelope[t * hop:t * hop + n_fft] += w**2
+    span = slice(n_fft // 2, n_fft // 2 + hop * (count - 1))  # center: the padding cut
+    ref = summed[:, span] / envelope[span]
+    assert got.shape == ref.shape
+    assert rel_l2(got, ref) <= TOLERANCES["float64"]
+    hermitian = (S + np.conj(np.roll(S[:, ::-1], 1, axis=1))) / 2  # S[k] + conj(S[-k])
+    one_sided = specux.istft(hermitian[:, : n_fft // 2 + 1], n_fft, hop)
+    assert rel_l2(got, one_sided) <= TOLERANCES["float64"]
+
+
 def test_istft_nola_violation_raises(rng):
     S = specux.stft(rng.standard_normal(400), 64, 16, center=False)
     with pytest.raises(ValueError, match="NOLA"):
