@@ -62,3 +62,44 @@ def test_regions_split_at_barriers_and_sum_each(tmp_path, capsys):
 def test_unknown_workload_is_refused():
     with pytest.raises(SystemExit):
         ncu_regions.main(["run", "nope", "out"])
+
+
+_GPU_CHECK = Path(__file__).resolve().parents[1] / "tools" / "gpu_check.py"
+_gspec = importlib.util.spec_from_file_location("gpu_check", _GPU_CHECK)
+gpu_check = importlib.util.module_from_spec(_gspec)
+_gspec.loader.exec_module(gpu_check)
+
+
+def test_gpu_check_deals_every_test_once_round_robin():
+    ids = [f"tests/test_a.py::test_{i}" for i in range(10)]
+    shards = gpu_check.deal(ids, 3)
+    assert shards == [ids[0::3], ids[1::3], ids[2::3]]
+    assert sorted(sum(shards, [])) == sorted(ids)
+    assert gpu_check.deal(ids[:2], 6) == [[ids[0]], [ids[1]]]  # no empty process
+    assert gpu_check.deal([], 4) == []
+    with pytest.raises(ValueError, match="jobs must be at least 1, got 0"):
+        gpu_check.deal(ids, 0)
+
+
+def test_gpu_check_dry_run_prints_the_sanitizer_and_bench_commands(tmp_path, capsys):
+    code = gpu_check.main(["--out", str(tmp_path), "--steps", "sanitize,bench", "--only",
+                           "mel,mfcc", "--repeats", "5", "--dry-run"])  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    for tool in ("racecheck", "memcheck"):
+        for workload in ("sanitize_transforms", "sanitize_fft"):
+            assert f"compute-sanitizer --tool {tool} " in printed
+            assert f"tools/{workload}.py" in printed
+    assert "bench/transforms.py --graph --repeats 5 --only mel,mfcc" in printed
+    assert "tests-0" not in printed
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--steps", "tests,bogus"], "--steps: unknown bogus; allowed: tests, sanitize, bench"),
+    (["--jobs", "0"], "--jobs must be at least 1, got 0"),
+])  # fmt: skip
+def test_gpu_check_refuses_bad_arguments(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as raised:
+        gpu_check.main(["--out", str(tmp_path), "--dry-run", *argv])
+    assert raised.value.code == 2
+    assert message in capsys.readouterr().err
