@@ -581,14 +581,15 @@ class FFTConvolve(_Module):
                 self._register("kernel", kernel)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
-        kernel = self._buffers.get("kernel")
+        # (a buffer, or a Parameter once made learnable: module.kernel = nn.Parameter(...))
+        kernel = self._buffers.get("kernel", self._parameters.get("kernel"))
         if kernel is None:
             if y is None:
                 raise TypeError("FFTConvolve.forward(x, y): the kernel y is missing (or bind "
                                 "one at construction: FFTConvolve(h))")  # fmt: skip
             return self.twin(x, y)
         if y is not None:
-            raise TypeError("this FFTConvolve holds its kernel (buffer 'kernel'): call it with "
+            raise TypeError("this FFTConvolve holds its kernel (module.kernel): call it with "
                             "x alone")  # fmt: skip
         params = self.twin.given  # a copy: the bound kernel is the buffer, not the twin's y
         del params["y"]

@@ -546,6 +546,28 @@ def test_filterbank_parameter_gradient_is_the_power_spectrum():
     assert x.grad is not None and torch.isfinite(x.grad).all()
 
 
+def test_fftconvolve_kernel_as_parameter_learns():
+    """A bound kernel made learnable (moved from the buffers to the parameters) is the one
+    forward convolves with, and its gradient is the correlation of x with the cotangent."""
+    h = torch.from_numpy(_signal((9,), seed=8))
+    module = nn.FFTConvolve(h, mode="full")
+    module.kernel = torch.nn.Parameter(module.kernel.clone())
+    assert [name for name, _ in module.named_parameters()] == ["kernel"]
+    x = torch.from_numpy(_signal((2, 100), seed=9))
+    out = module(x)
+    torch.testing.assert_close(out, specux.fftconvolve(x, h), rtol=0, atol=1e-12)
+    g = torch.from_numpy(_signal((2, 108), seed=10))
+    out.backward(g)
+    # d sum(g * (x * h)) / d h[k] = sum over signals and n of g[n + k] x[n]
+    want = sum(torch.stack([(g[i, k:k + 100] * x[i]).sum() for k in range(9)])
+               for i in range(2))  # fmt: skip
+    torch.testing.assert_close(module.kernel.grad, want, rtol=1e-10, atol=1e-10)
+    with pytest.raises(TypeError, match="holds its kernel"):
+        module(x, h)
+    state = module.state_dict()
+    assert list(state) == ["kernel"]
+
+
 @pytest.mark.parametrize("name", ["MelSpectrogram", "MFCC"])
 def test_compile_fullgraph_equals_eager(name):
     torch._dynamo.reset()
