@@ -304,6 +304,34 @@ def test_features_change_in_place_under_autograd():
         assert torch.equal(grad, grad_ref), what
 
 
+def test_kept_db_outputs_refuse_in_place_changes_under_autograd():
+    """stft / melspectrogram in dB (no top_db) keep their output for the backward
+    (docs/api.md): changed in place, the backward raises instead of using the changed
+    values; out of place it gives the gradient of the recomputed expression. A clipped mel
+    and the cqt in dB keep no output and may change in place."""
+    kept = {
+        "stft": lambda x: specux.stft(x, n_fft=256, output="db"),
+        "melspectrogram": lambda x: specux.melspectrogram(x, sr=16000, output="db"),
+    }
+    free = {
+        "mel top_db": lambda x: specux.melspectrogram(x, sr=16000, output="db", top_db=80.0),
+        "cqt": lambda x: specux.cqt(x, sr=16000, n_bins=48, output="db"),
+    }
+    for what, f in {**kept, **free}.items():
+        x = torch.randn(2, 4000, dtype=torch.float64, requires_grad=True)
+        ref = f(x)
+        ref = ref - ref.mean(-1, keepdim=True)
+        grad_ref, = torch.autograd.grad(ref.abs().sum(), x)
+        got = f(x)
+        got -= got.mean(-1, keepdim=True)
+        if what in kept:
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                torch.autograd.grad(got.abs().sum(), x)
+        else:
+            grad, = torch.autograd.grad(got.abs().sum(), x)
+            assert torch.equal(grad, grad_ref), what
+
+
 def _grad_inputs(args):
     return tuple(
         a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) else a
