@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -274,12 +275,16 @@ def chroma(
     ``n_octaves`` 7 from ``fmin`` (C1) folded into ``n_chroma`` classes, values below
     ``threshold`` zeroed, then normalized; extra parameters ``fmin``, ``n_octaves``,
     ``bins_per_octave``, ``threshold``, ``filter_scale``, ``window``, ``cqt_norm``,
-    ``pad_mode``. ``n_fft`` is unused there. ``tuning=None`` estimates the tuning from the
-    signal as librosa does (one estimate pooled over all signals; not differentiable, and it
-    reads the spectrogram back to the host, so it does not run inside ``torch.compile``).
+    ``pad_mode``. ``n_fft`` other than its default is refused there. ``tuning=None``
+    estimates the tuning from the signal as librosa does (one estimate pooled over all
+    signals; not differentiable, and it reads the spectrogram back to the host, so it does
+    not run inside ``torch.compile``).
     """
     source = params.as_choice("source", source, ("stft", "cqt"))
     if source == "cqt":
+        if not _is_default_n_fft(n_fft):  # given: it would be ignored
+            raise ValueError(f"n_fft={n_fft!r} is a parameter of chroma(source='stft') only: the "
+                             "cqt source's filter lengths follow from its bins")  # fmt: skip
         return _chroma_cqt(x, sr=sr, n_chroma=n_chroma, tuning=tuning, norm=norm,
                            hop_length=hop_length, backend=backend, extra=params_)  # fmt: skip
     extra = _split_params("chroma", params_, _CHROMA_STFT_KEYS)
@@ -302,6 +307,16 @@ def chroma(
     if norm is not None:
         out = call.engine.normalize(out, norm, -2)
     return call.finish(out)
+
+
+def _is_default_n_fft(n_fft: Any) -> bool:
+    """chroma's ``n_fft`` at its default 2048 (any integer type; bools are not sizes)."""
+    if isinstance(n_fft, bool):
+        return False
+    try:
+        return operator.index(n_fft) == 2048
+    except TypeError:
+        return False
 
 
 def _constant_q(call: _Call, x, output, eps, pad_mode, **spec_params):

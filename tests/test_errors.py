@@ -742,6 +742,13 @@ def test_chroma_cqt_parameters_are_named_and_never_replaced(x):
             specux.chroma, x, sr=16000, source="cqt", cqt_norm=0)  # fmt: skip
     _raises(specux.ParameterError, r"cqt_norm must be a real number",
             specux.chroma, x, sr=16000, source="cqt", cqt_norm="l2")  # fmt: skip
+    # n_fft belongs to the stft source: given to the cqt source it would be ignored
+    _raises(ValueError, r"n_fft=1024 is a parameter of chroma\(source='stft'\) only",
+            specux.chroma, x, sr=16000, source="cqt", n_fft=1024)  # fmt: skip
+    _raises(ValueError, r"n_fft=1024 is a parameter of chroma\(source='stft'\) only",
+            specux.Chroma, sr=16000, source="cqt", n_fft=1024)  # fmt: skip
+    assert specux.chroma(x, sr=16000, source="cqt", n_fft=np.int64(2048)).shape == (
+        specux.chroma(x, sr=16000, source="cqt").shape)
 
 
 def test_nd_transform_of_too_few_dimensions(x):
