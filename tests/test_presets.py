@@ -711,3 +711,83 @@ def test_torchaudio_mfcc_compiles_and_differentiates():
 
     for got, ref in zip(run(compiled), run(module)):
         torch.testing.assert_close(got, ref, rtol=0, atol=0)
+
+
+def test_librosa_namespaces_feature_and_filters():
+    """``import specux.presets.librosa as librosa`` serves ``librosa.feature.*`` and
+    ``librosa.filters.*`` code: the same functions, importable by their dotted names; the
+    banks in librosa's float32 by default (writable), float64 on request."""
+    import importlib
+
+    feature = importlib.import_module("specux.presets.librosa.feature")
+    assert feature is sl.feature
+    for name in ("melspectrogram", "mfcc", "chroma_stft", "chroma_cqt"):
+        assert getattr(sl.feature, name) is getattr(sl, name)
+    from specux.presets.librosa.filters import chroma, mel
+
+    assert not hasattr(sl, "mel") and not hasattr(sl, "chroma")  # librosa's places only
+    for ours, theirs, kwargs in ((mel, librosa.filters.mel, dict(n_mels=40, fmax=7000.0)),
+                                 (chroma, librosa.filters.chroma, dict(n_chroma=24))):
+        got = ours(sr=16000, n_fft=512, **kwargs)
+        want = theirs(sr=16000, n_fft=512, **kwargs)
+        assert got.dtype == want.dtype == np.float32 and got.flags.writeable
+        assert rel_peak(got, want) <= TOLERANCES["float32_peak"]
+        got = ours(sr=16000, n_fft=512, dtype=np.float64, **kwargs)
+        want = theirs(sr=16000, n_fft=512, dtype=np.float64, **kwargs)
+        assert got.dtype == np.float64 and rel_peak(got, want) <= F64
+    assert inspect.signature(mel).parameters.keys() == inspect.signature(
+        librosa.filters.mel).parameters.keys()  # fmt: skip
+    assert inspect.signature(chroma).parameters.keys() == inspect.signature(
+        librosa.filters.chroma).parameters.keys()  # fmt: skip
+
+
+def test_torchaudio_namespaces_and_functional():
+    """``torchaudio.transforms`` / ``torchaudio.functional`` code runs on the preset: the
+    same modules, and functional's linear_fbanks, create_dct and fftconvolve equal to
+    torchaudio's formulas (the references above) and scipy, in the default dtype."""
+    import importlib
+
+    import scipy.signal
+
+    assert importlib.import_module("specux.presets.torchaudio.transforms") is ta.transforms
+    for name in ("Spectrogram", "InverseSpectrogram", "MelScale", "MelSpectrogram", "MFCC",
+                 "LFCC", "AmplitudeToDB"):  # fmt: skip
+        assert getattr(ta.transforms, name) is getattr(ta, name)
+    from specux.presets.torchaudio.functional import create_dct, fftconvolve, linear_fbanks
+
+    assert ta.functional.melscale_fbanks is ta.melscale_fbanks
+    bank = linear_fbanks(201, 40.0, 7000.0, 32, 16000)
+    assert bank.dtype == torch.float32 and bank.shape == (201, 32)
+    bank = linear_fbanks(201, 40.0, 7000.0, 32, 16000, dtype=torch.float64)
+    assert rel_peak(bank.numpy(), ref_linear_fbanks(201, 40.0, 7000.0, 32, 16000)) <= F64
+    for norm in ("ortho", None):
+        dct = create_dct(13, 40, norm, dtype=torch.float64)
+        assert dct.shape == (40, 13)
+        assert rel_peak(dct.numpy(), ref_create_dct(13, 40, norm)) <= F64
+    with pytest.raises(ValueError, match="norm='backward' is not supported"):
+        create_dct(13, 40, "backward")
+    x = torch.from_numpy(_signal(300).reshape(3, 100))
+    y = torch.from_numpy(_signal(20).reshape(2, 1, 10))
+    xb = np.broadcast_to(x.numpy(), (2, 3, 100))  # (scipy's "same" crops to x's shape)
+    yb = np.broadcast_to(y.numpy(), (2, 3, 10))
+    for mode in ("full", "valid", "same"):
+        got = fftconvolve(x, y, mode)
+        want = scipy.signal.fftconvolve(xb, yb, mode=mode, axes=-1)
+        assert got.shape == want.shape == (2, 3, {"full": 109, "valid": 91, "same": 100}[mode])
+        assert rel_peak(got.numpy(), want) <= F64
+
+
+def test_torchaudio_preset_refuses_what_torchaudio_refuses():
+    """Keywords torchaudio's inner modules do not take raise as torchaudio raises (the
+    preset's own device= / dtype= go to the module), and the mel norm is checked against
+    torchaudio's choices first."""
+    with pytest.raises(TypeError, match="melkwargs got an unexpected keyword argument 'dtype'"):
+        ta.MFCC(melkwargs={"dtype": torch.float64})
+    with pytest.raises(TypeError, match="speckwargs got an unexpected keyword argument 'device'"):
+        ta.LFCC(speckwargs={"device": "cpu"})
+    assert ta.MFCC(n_mfcc=13, dtype=torch.float64, melkwargs={"n_mels": 40}).fb.dtype == (
+        torch.float64)
+    for make in (lambda: ta.MelSpectrogram(norm="ortho"), lambda: ta.MelSpectrogram(norm=2),
+                 lambda: ta.MFCC(melkwargs={"norm": 2})):  # fmt: skip
+        with pytest.raises(ValueError, match=r"is not supported: use None or 'slaney'"):
+            make()

@@ -1,5 +1,10 @@
 """librosa's names and defaults, computed by specux: ``from specux.presets import librosa as sl``.
 
+The functions sit where librosa has them: ``sl.stft``, ``sl.feature.melspectrogram`` (also
+``sl.melspectrogram``), ``sl.filters.mel`` (float32 by default, as librosa's), so
+``import specux.presets.librosa as librosa`` serves code written for librosa, and ``from
+specux.presets.librosa.feature import mfcc`` works too.
+
 Each function takes librosa's parameters with librosa's defaults (``sr=22050``,
 ``hop_length=512`` for the features, ...) and gives librosa's numbers: in float64 they agree to
 round-off with librosa called with float64 filters. librosa builds its mel and chroma filters in
@@ -42,11 +47,14 @@ import specux
 from specux.compat.arrays import library_of
 from specux.features import dct_of_db
 from specux.meta import matrices
+from specux.presets import namespace
 
 __all__ = [
     "amplitude_to_db",
     "chroma_cqt",
     "chroma_stft",
+    "feature",
+    "filters",
     "istft",
     "melspectrogram",
     "mfcc",
@@ -377,6 +385,53 @@ if hasattr(specux, "vqt"):
 
 # ---------------------------------------------------------------------------------------------
 # helpers: the few array operations the dB conversions need, in the input's library
+
+
+def mel(
+    *,
+    sr: float,
+    n_fft: int,
+    n_mels: int = 128,
+    fmin: float = 0.0,
+    fmax: float | None = None,
+    htk: bool = False,
+    norm: Any = "slaney",
+    dtype: Any = np.float32,
+) -> np.ndarray:
+    """``librosa.filters.mel``: ``(n_mels, 1 + n_fft // 2)``, built in float64 by
+    :func:`specux.filters.mel` and returned (writable) in ``dtype``, float32 by default as
+    librosa's."""
+    return np.array(specux.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax,
+                                       htk=htk, norm=norm, dtype=dtype))  # fmt: skip
+
+
+def chroma(
+    *,
+    sr: float,
+    n_fft: int,
+    n_chroma: int = 12,
+    tuning: float = 0.0,
+    ctroct: float = 5.0,
+    octwidth: float | None = 2,
+    norm: float | None = 2,
+    base_c: bool = True,
+    dtype: Any = np.float32,
+) -> np.ndarray:
+    """``librosa.filters.chroma``: ``(n_chroma, 1 + n_fft // 2)``, built in float64 by
+    :func:`specux.filters.chroma` and returned (writable) in ``dtype``, float32 by default."""
+    return np.array(specux.filters.chroma(sr=sr, n_fft=n_fft, n_chroma=n_chroma, tuning=tuning,
+                                          ctroct=ctroct, octwidth=octwidth, norm=norm,
+                                          base_c=base_c, dtype=dtype))  # fmt: skip
+
+
+# librosa's namespaces, so that ``import specux.presets.librosa as librosa`` serves code written
+# as ``librosa.feature.mfcc(...)`` and ``librosa.filters.mel(...)`` (also importable by those
+# dotted names); the top-level functions stay where librosa has them too
+feature = namespace(__name__, "feature", [chroma_cqt, chroma_stft, melspectrogram, mfcc],
+                    "librosa.feature's functions that specux.presets.librosa has.")  # fmt: skip
+filters = namespace(__name__, "filters", [chroma, mel],
+                    "librosa.filters' banks that specux.presets.librosa has.")  # fmt: skip
+del chroma, mel  # librosa has them under filters only
 
 
 def _positive(name: str, value: Any) -> float:

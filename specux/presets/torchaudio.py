@@ -32,9 +32,13 @@ which differ from torchaudio in these ways:
   ``torch.export`` work), ``Spectrogram`` has no ``return_complex`` (the complex spectrum
   is what ``power=None`` returns), and the composite modules have no submodules
   (``MFCC.MelSpectrogram``, ``MelSpectrogram.mel_scale``, ``LFCC.filter_mat`` ...);
-- of torchaudio.functional only ``melscale_fbanks`` and ``amplitude_to_DB`` are here; the
-  others have specux equivalents (``specux.filters.linear(...).T`` for ``linear_fbanks``,
-  ``specux.filters.dct(...).T`` for ``create_dct``, ``specux.fftconvolve``).
+- of torchaudio.functional, ``melscale_fbanks``, ``linear_fbanks``, ``create_dct``,
+  ``amplitude_to_DB`` and ``fftconvolve`` are here.
+
+``transforms`` and ``functional`` hold the same names as torchaudio's namespaces, so
+``import specux.presets.torchaudio as torchaudio`` serves ``torchaudio.transforms.MFCC(...)``
+and ``torchaudio.functional.melscale_fbanks(...)`` (``from specux.presets.torchaudio.transforms
+import MFCC`` works too).
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ except ImportError as error:
 
 import specux
 import specux.nn
+from specux.presets import namespace
 
 __all__ = [
     "AmplitudeToDB",
@@ -70,7 +75,12 @@ __all__ = [
     "MelSpectrogram",
     "Spectrogram",
     "amplitude_to_DB",
+    "create_dct",
+    "fftconvolve",
+    "functional",
+    "linear_fbanks",
     "melscale_fbanks",
+    "transforms",
 ]
 
 _LOG_OFFSET = 1e-6  # torchaudio's log_mels / log_lf: log(S + 1e-6)
@@ -101,15 +111,12 @@ def melscale_fbanks(
     ``torch.get_default_dtype()``).
     """
     htk = _mel_scale_is_htk(mel_scale)
-    if norm is not None and norm != "slaney":
-        raise ValueError(f"norm={norm!r} is not supported: use None or 'slaney'")
-    grid = np.linspace(0.0, sample_rate // 2, n_freqs)
+    _mel_norm(norm)
     mels = np.linspace(specux.hz_to_mel(f_min, htk=htk), specux.hz_to_mel(f_max, htk=htk),
                        n_mels + 2)  # fmt: skip
     corners = specux.mel_to_hz(mels, htk=htk)
-    lower, peak, upper = corners[:-2, None], corners[1:-1, None], corners[2:, None]
-    bank = np.maximum(0.0, np.minimum((grid - lower) / (peak - lower),
-                                      (upper - grid) / (upper - peak)))  # fmt: skip
+    bank = _triangles(corners, n_freqs, sample_rate)
+    lower, upper = corners[:-2, None], corners[2:, None]
     if norm == "slaney":
         bank *= 2.0 / (upper - lower)
     if (bank.max(axis=1) == 0.0).any():
@@ -118,7 +125,56 @@ def melscale_fbanks(
             f"n_freqs={n_freqs}",
             stacklevel=2,
         )
-    return torch.from_numpy(bank.T.copy()).to(torch.get_default_dtype() if dtype is None else dtype)
+    return torch.from_numpy(bank.T.copy()).to(_default_dtype(dtype))
+
+
+def _triangles(corners: np.ndarray, n_freqs: int, sample_rate: float) -> np.ndarray:
+    """``(len(corners) - 2, n_freqs)`` triangles, band b rising from ``corners[b]`` to its
+    peak ``corners[b + 1]`` and falling to ``corners[b + 2]``, sampled at torchaudio's grid
+    ``linspace(0, sample_rate // 2, n_freqs)``."""
+    grid = np.linspace(0.0, sample_rate // 2, n_freqs)
+    lower, peak, upper = corners[:-2, None], corners[1:-1, None], corners[2:, None]
+    return np.maximum(0.0, np.minimum((grid - lower) / (peak - lower),
+                                      (upper - grid) / (upper - peak)))  # fmt: skip
+
+
+def _default_dtype(dtype: torch.dtype | None) -> torch.dtype:
+    return torch.get_default_dtype() if dtype is None else dtype
+
+
+def linear_fbanks(n_freqs: int, f_min: float, f_max: float, n_filter: int, sample_rate: int,
+                  *, dtype: torch.dtype | None = None) -> torch.Tensor:  # fmt: skip
+    """torchaudio's linear filterbank, ``(n_freqs, n_filter)``, built in float64: triangles
+    whose corners are ``n_filter + 2`` points equally spaced in Hz from ``f_min`` to
+    ``f_max``, sampled at ``linspace(0, sample_rate // 2, n_freqs)``. Stored in ``dtype``
+    (default ``torch.get_default_dtype()``)."""
+    corners = np.linspace(f_min, f_max, n_filter + 2)
+    bank = _triangles(corners, n_freqs, sample_rate)
+    return torch.from_numpy(bank.T.copy()).to(_default_dtype(dtype))
+
+
+def create_dct(n_mfcc: int, n_mels: int, norm: str | None, *,
+               dtype: torch.dtype | None = None) -> torch.Tensor:  # fmt: skip
+    """torchaudio's DCT-II matrix, ``(n_mels, n_mfcc)`` (``x @ create_dct(...)`` transforms
+    the last axis): ``specux.filters.dct(n_mfcc, n_mels, norm=norm).T``, ``norm`` "ortho"
+    or None (unnormalized: twice the cosine sums, as scipy's DCT-II)."""
+    if norm is not None and norm != "ortho":
+        raise ValueError(f"norm={norm!r} is not supported: use 'ortho' or None")
+    matrix = specux.filters.dct(n_mfcc, n_mels, norm=norm)
+    return torch.from_numpy(matrix.T.copy()).to(_default_dtype(dtype))
+
+
+def fftconvolve(x: torch.Tensor, y: torch.Tensor, mode: str = "full") -> torch.Tensor:
+    """``torchaudio.functional.fftconvolve``: ``x (..., N)`` and ``y (..., M)`` convolved
+    along the last axis, the leading axes broadcast (:func:`specux.fftconvolve`, ``dim=-1``);
+    ``mode`` "full" (N + M - 1 samples), "valid" (max(N, M) - min(N, M) + 1) or "same" (N)."""
+    return specux.fftconvolve(x, y, mode=mode, dim=-1)
+
+
+def _mel_norm(norm: Any) -> None:
+    """torchaudio's mel ``norm``: None or "slaney" (checked before specux's wider rule)."""
+    if norm is not None and norm != "slaney":
+        raise ValueError(f"norm={norm!r} is not supported: use None or 'slaney'")
 
 
 def amplitude_to_DB(  # noqa: N802 - torchaudio's name
@@ -214,8 +270,14 @@ def _gain(values: torch.Tensor, window: torch.Tensor, setup: _Stft, n_fft: int, 
     return values
 
 
-def _with_defaults(function: Callable, **kwargs: Any) -> dict[str, Any]:
-    """``kwargs`` bound to ``function``'s signature (``self`` aside), its defaults filled in."""
+def _with_defaults(function: Callable, what: str, **kwargs: Any) -> dict[str, Any]:
+    """``kwargs`` (``what``: ``melkwargs`` / ``speckwargs``) bound to ``function``'s signature
+    (``self`` aside), its defaults filled in. ``device`` / ``dtype`` are the preset's own
+    keywords, not torchaudio's: there they would be ignored, so they raise as torchaudio does."""
+    own = sorted({"device", "dtype"} & set(kwargs))
+    if own:
+        raise TypeError(f"{what} got an unexpected keyword argument {own[0]!r} (torchaudio's "
+                        f"modules take none; pass {own[0]}= to the module itself)")  # fmt: skip
     bound = inspect.signature(function).bind(None, **kwargs)
     bound.apply_defaults()
     return {k: v for k, v in bound.arguments.items() if k not in ("self", "device", "dtype")}
@@ -413,6 +475,7 @@ class MelSpectrogram(specux.nn.MelSpectrogram):
         power = _power(power)
         f_max = _f_max(f_max, sample_rate)
         htk = _mel_scale_is_htk(mel_scale)
+        _mel_norm(norm)
         with _librosa_grid_warning_off():
             super().__init__(
                 sr=sample_rate, n_fft=n_fft, hop_length=setup.hop_length,
@@ -479,10 +542,12 @@ class MFCC(_TorchaudioCepstrum, specux.nn.MFCC):
             raise ValueError(f"dct_type={dct_type!r} is not supported: torchaudio's MFCC uses 2")
         if norm not in (None, "ortho"):
             raise ValueError(f"norm={norm!r} is not supported: use 'ortho' or None")
-        mel = _with_defaults(MelSpectrogram.__init__, sample_rate=sample_rate, **(melkwargs or {}))
+        mel = _with_defaults(MelSpectrogram.__init__, "melkwargs", sample_rate=sample_rate,
+                             **(melkwargs or {}))  # fmt: skip
         setup = _stft(mel["n_fft"], mel["win_length"], mel["hop_length"], mel["pad"],
                       mel["window_fn"], mel["normalized"], mel["wkwargs"])  # fmt: skip
         f_max = _f_max(mel["f_max"], sample_rate)
+        _mel_norm(mel["norm"])
         with _librosa_grid_warning_off():
             super().__init__(
                 sr=sample_rate, n_mfcc=n_mfcc, dct_type=2, norm=norm, lifter=0.0,
@@ -530,7 +595,7 @@ class LFCC(_TorchaudioCepstrum, specux.nn.LFCC):
             raise ValueError(f"dct_type={dct_type!r} is not supported: torchaudio's LFCC uses 2")
         if norm not in (None, "ortho"):
             raise ValueError(f"norm={norm!r} is not supported: use 'ortho' or None")
-        spec = _with_defaults(Spectrogram.__init__, **(speckwargs or {}))
+        spec = _with_defaults(Spectrogram.__init__, "speckwargs", **(speckwargs or {}))
         if spec["power"] is None or spec["onesided"] is not True:
             raise ValueError("LFCC needs a one-sided real spectrogram: power > 0, onesided=True")
         setup = _stft(spec["n_fft"], spec["win_length"], spec["hop_length"], spec["pad"],
@@ -567,3 +632,14 @@ class AmplitudeToDB(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return amplitude_to_DB(x, self.multiplier, self.amin, self.db_multiplier, self.top_db)
+
+
+# torchaudio's two namespaces, so that ``import specux.presets.torchaudio as torchaudio`` serves
+# code written as ``torchaudio.transforms.MelSpectrogram(...)`` and
+# ``torchaudio.functional.melscale_fbanks(...)`` (also importable by those dotted names)
+transforms = namespace(__name__, "transforms", [
+    AmplitudeToDB, InverseSpectrogram, LFCC, MFCC, MelScale, MelSpectrogram, Spectrogram,
+], "torchaudio.transforms' modules, as specux.presets.torchaudio has them.")  # fmt: skip
+functional = namespace(__name__, "functional", [
+    amplitude_to_DB, create_dct, fftconvolve, linear_fbanks, melscale_fbanks,
+], "torchaudio.functional's functions that specux.presets.torchaudio has.")  # fmt: skip
