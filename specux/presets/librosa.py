@@ -384,7 +384,7 @@ if hasattr(specux, "vqt"):
 
 
 # ---------------------------------------------------------------------------------------------
-# helpers: the few array operations the dB conversions need, in the input's library
+# librosa.filters' banks, and the namespaces
 
 
 def mel(
@@ -432,6 +432,10 @@ feature = namespace(__name__, "feature", [chroma_cqt, chroma_stft, melspectrogra
 filters = namespace(__name__, "filters", [chroma, mel],
                     "librosa.filters' banks that specux.presets.librosa has.")  # fmt: skip
 del chroma, mel  # librosa has them under filters only
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers: the few array operations the dB conversions need, in the input's library
 
 
 def _positive(name: str, value: Any) -> float:
