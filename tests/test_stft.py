@@ -428,3 +428,37 @@ def test_db_into_floor_and_accuracy(dtype):
         inplace = values.copy()
         db_into(inplace, factor, 1e-10, inplace)
         np.testing.assert_array_equal(inplace, out)
+
+
+def _forked_child_work() -> None:
+    """Runs in a forked child: the CPU pool's work and a pooled stft (raises -> exit 1)."""
+    from specux.kernels.cpu import fft as cpu_fft
+
+    done: list = []
+    cpu_fft.run_blocks(done.append, range(4))
+    assert sorted(done) == [0, 1, 2, 3]
+    x = np.random.default_rng(1).standard_normal((16, 40000))  # 5 MB: rows on the pool
+    ref = specux.stft(x[:1], n_fft=256)
+    assert np.array_equal(specux.stft(x, n_fft=256)[:1], ref)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "register_at_fork"), reason="no fork here")
+def test_a_forked_child_starts_its_own_cpu_pool(monkeypatch):
+    """A child forked after the parent's CPU pool started (multiprocessing's default on
+    Linux, torch DataLoader workers) gets a pool of its own: it inherited the pool object
+    but none of its threads, and its first pooled call waited for ever."""
+    import multiprocessing
+
+    from specux.kernels.cpu import fft as cpu_fft
+
+    monkeypatch.setattr(cpu_fft, "WORKERS", 2)  # (a pool even on one core)
+    done: list = []
+    cpu_fft.run_blocks(done.append, range(4))  # the parent's pool is running
+    assert cpu_fft._pool is not None
+    child = multiprocessing.get_context("fork").Process(target=_forked_child_work)
+    child.start()
+    child.join(120)
+    hung = child.is_alive()
+    if hung:
+        child.kill()
+    assert not hung and child.exitcode == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import threading
 from types import ModuleType
@@ -87,6 +88,19 @@ def current_raw_stream(index: int) -> int:
 _UPLOAD_STREAMS: dict = {}
 _UPLOADER: list = []  # the upload thread's executor, made on first use
 _UPLOADER_LOCK = threading.Lock()
+
+
+def _forget_uploader_in_child() -> None:
+    """A forked child inherits the upload executor without its thread (see
+    ``kernels.cpu.fft._forget_pool_in_child``): it makes its own on first use."""
+    global _UPLOADER_LOCK
+    _UPLOADER.clear()
+    _UPLOAD_STREAMS.clear()
+    _UPLOADER_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_uploader_in_child)
 
 
 def _uploader():

@@ -91,6 +91,19 @@ def executor() -> ThreadPoolExecutor:
         return _pool
 
 
+def _forget_pool_in_child() -> None:
+    """A forked child (multiprocessing's default start on Linux, torch DataLoader workers)
+    inherits the pool object but none of its threads: work submitted there would wait for
+    ever. It starts its own pool on first use instead (and a fresh lock: the parent's may
+    have been held by another thread at the fork)."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # (POSIX; Windows has no fork)
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def _in_pool() -> bool:
     """True on one of :func:`executor`'s threads, which must not wait on the pool."""
     return getattr(_thread, "in_pool", False)
