@@ -14,7 +14,7 @@ from specux.compat.arrays import TORCH, float_kind, library_of
 from specux.compat.torch_compat import autocast_on
 from specux.engines import dtype_of, engine_for
 from specux.errors import AxisError
-from specux.meta import dtypes, params
+from specux.meta import dtypes, params, shapes
 from specux.meta.params import ParameterError, StftParams
 from specux.transport import across_libraries
 
@@ -480,6 +480,10 @@ def istft(
         raise ValueError("S has no frames (its last axis is empty)")
     if length is not None:
         length = params.as_size("length", length, minimum=0, what="the signal")
+    # the overlap-add (and the window envelope) cover the frames' whole span, whatever length
+    span = shapes.ola_length(count, p.n_fft, p.hop_length)
+    params.check_memory("hop_length", p.hop_length, span,
+                        lambda: f"the overlap-add of {count} frames {p.hop_length} apart")
     w = _array_window(call, window, p)
     _check_same_device(S, w)
     spec = call.engine.cast(S, call.compute)
