@@ -52,11 +52,11 @@ def clear_cache() -> None:
     from specux.kernels.cpu import frames, stft
     from specux.meta import matrices, windows
 
-    clear_all()
-    tuning.clear()
     for cached in (windows._named_window, windows._cast, matrices._build,
                    stft.named_full_window, frames.pad_sources, *filters.CACHES):  # fmt: skip
         cached.cache_clear()
+    clear_all()  # (the disk's last: a folder it cannot read warns and is left)
+    tuning.clear()
 
 
 if _torch_module() is not None:

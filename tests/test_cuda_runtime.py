@@ -534,6 +534,33 @@ def test_cache_clear_leaves_a_shared_folders_empty_folders(tmp_path):
     assert not any(p.suffix == ".bin" for p in root.rglob("*"))
 
 
+def test_clearing_an_unreadable_cache_folder_warns_and_clears_the_rest(tmp_path, monkeypatch):
+    """specux.clear_cache() with a cache folder it cannot list (another user's, chmod 700)
+    warns and leaves it; it raised PermissionError before, and before it had cleared the
+    host caches."""
+    import specux
+    from specux.meta import windows
+
+    cache = KernelCache("test")
+    compile_fn, calls = _compiler()
+    cache.get_or_compile(("a",), compile_fn)
+    specux.get_window("hann", 64)
+    assert windows._named_window.cache_info().currsize > 0
+    monkeypatch.setattr(cache_module, "_warned", False)
+
+    def unreadable(folder):
+        raise PermissionError(13, "Permission denied", folder)
+
+    with monkeypatch.context() as patched:  # (undo() would drop SPECUX_CACHE_DIR as well)
+        patched.setattr(cache_module.os, "listdir", unreadable)
+        with pytest.warns(RuntimeWarning, match="could not read the cache folder .*Permission"):
+            specux.clear_cache()
+    assert windows._named_window.cache_info().currsize == 0
+    assert len(_entries(tmp_path / "cache")) == 1  # left as it was
+    cache.get_or_compile(("a",), compile_fn)  # memory cleared: read back from disk
+    assert len(calls) == 1
+
+
 def test_cache_with_nvrtc_round_trips_a_cubin(nvrtc_ready):
     from specux.kernels.cuda.compiler import compile_cubin
 

@@ -189,11 +189,11 @@ def clear_disk(dialect: str) -> None:
     # files in two-hex-digit shard folders, and a folder only where an entry was in it (an
     # empty folder of the user's, whatever its name, stays).
     emptied = False
-    for sub in os.listdir(root):
+    for sub in listing(root):
         folder = os.path.join(root, sub)
         if not _SHARD.match(sub) or not os.path.isdir(folder):
             continue
-        entries = [name for name in os.listdir(folder) if _ENTRY.match(name)]
+        entries = [name for name in listing(folder) if _ENTRY.match(name)]
         for name in entries:
             try:
                 os.remove(os.path.join(folder, name))
@@ -220,9 +220,20 @@ def clear_all() -> None:
             cache._memory.clear()
     root = _options.cache_dir()
     if os.path.isdir(root):
-        for dialect in os.listdir(root):
+        for dialect in listing(root):
             if os.path.isdir(os.path.join(root, dialect)):
                 clear_disk(dialect)
 
 
-__all__ = ["MAGIC", "KernelCache", "cache_key", "clear_all", "clear_disk"]
+def listing(folder: str) -> list[str]:
+    """``folder``'s names, or none (with one warning) where it cannot be read: clearing a
+    cache the user cannot read leaves it as it is instead of raising."""
+    try:
+        return os.listdir(folder)
+    except OSError as exc:
+        _warn_once(f"specux could not read the cache folder {folder!r} ({exc}); its entries "
+                   "were left as they are")  # fmt: skip
+        return []
+
+
+__all__ = ["MAGIC", "KernelCache", "cache_key", "clear_all", "clear_disk", "listing"]

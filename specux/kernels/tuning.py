@@ -44,6 +44,7 @@ from typing import Any
 
 from specux import options as _options
 from specux._version import __version__
+from specux.kernels import cache as _cache
 from specux.kernels import plan as _plan
 
 # A variant replaces the rule's kernel only when its call runs at least this much faster.
@@ -169,7 +170,7 @@ def clear() -> None:
     root = folder()
     if not os.path.isdir(root):
         return
-    for name in os.listdir(root):
+    for name in _cache.listing(root):
         if name.endswith((".json", ".tmp")):
             with contextlib.suppress(OSError):
                 os.remove(os.path.join(root, name))
