@@ -1221,3 +1221,48 @@ def test_project_top_db_is_the_torch_clip_then_project(device, dtype):
         torch.testing.assert_close(out, ref, rtol=0, atol=tol)
     scale = ref_grad.abs().max().item()
     torch.testing.assert_close(grad, ref_grad, rtol=0, atol=TOLERANCES[f"{dtype}_peak"] * scale)
+
+
+def _partition_cost(nonzero, groups, call_macs):
+    """The band-grouping cost model of a partition: a call per group plus its rows x bands."""
+    total = 0
+    for c0, c1, _, _ in groups:
+        rows = np.flatnonzero(nonzero[:, c0:c1].any(axis=1))
+        total += call_macs + (rows[-1] + 1 - rows[0] if rows.size else 0) * (c1 - c0)
+    return total
+
+
+def test_band_groups_partition_the_bands_at_least_cost():
+    """The CPU filterbank's band groups (kernels.cpu.features._band_groups) cover every band
+    once, in order, each group's rows covering its nonzero weights, at most _GROUP_BANDS
+    bands a group; and no partition into such groups costs less (brute force over every
+    partition of small random banks)."""
+    from specux.kernels.cpu import features as cpu_features
+
+    rng = np.random.default_rng(3)
+    call = cpu_features._GEMM_CALL_MACS
+    for trial in range(30):
+        n_bands, n_bins = int(rng.integers(1, 9)), int(rng.integers(1, 300))
+        bank = np.zeros((n_bins, n_bands), bool)
+        for m in range(n_bands):
+            if rng.random() < 0.15:
+                continue  # an empty band
+            start = int(rng.integers(0, n_bins))
+            bank[start:start + int(rng.integers(1, 120)), m] = True
+        groups = cpu_features._band_groups(bank)
+        assert [g[0] for g in groups] == [0, *[g[1] for g in groups[:-1]]]
+        assert groups[-1][1] == n_bands
+        for c0, c1, r0, r1 in groups:
+            assert not bank[:r0, c0:c1].any() and not bank[r1:, c0:c1].any()
+        best = min(
+            _partition_cost(bank, [(a, b, 0, 0) for a, b in zip((0, *cuts), (*cuts, n_bands))],
+                            call)
+            for k in range(n_bands)
+            for cuts in itertools.combinations(range(1, n_bands), k)
+        )  # fmt: skip
+        assert _partition_cost(bank, groups, call) == best, trial
+    # a dense bank of more bands than a group holds: several groups, none past the limit
+    dense = np.ones((50, 2 * cpu_features._GROUP_BANDS + 3), bool)
+    groups = cpu_features._band_groups(dense)
+    assert max(c1 - c0 for c0, c1, _, _ in groups) <= cpu_features._GROUP_BANDS
+    assert groups[-1][1] == dense.shape[1] and len(groups) == 3
