@@ -130,17 +130,29 @@ def demo(png: str | None) -> int:
         fig, ax = plt.subplots(figsize=(8, 4))
         ax.imshow(S, origin="lower", aspect="auto", extent=(0, seconds, 0, sr / 2))
         ax.set(xlabel="time (s)", ylabel="frequency (Hz)", title=f"specux stft ({backend})")
-        fig.savefig(png, dpi=100, bbox_inches="tight")
+        try:
+            fig.savefig(png, dpi=100, bbox_inches="tight")
+        except OSError as error:  # a read-only folder, a missing one: say so, no traceback
+            print(f"python -m specux demo: could not write the plot to {png!r} ({error}); "
+                  "pass --png PATH for another place, or --png '' for none", file=sys.stderr)
+            return 1
+        finally:
+            plt.close(fig)
         print(f"wrote {png}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    from specux._version import __version__
+
     parser = argparse.ArgumentParser(prog="python -m specux")
+    parser.add_argument("-V", "--version", action="version", version=f"specux {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="versions, backends and why any is missing")
     d = sub.add_parser("demo", help="spectrogram of a generated chirp on the best backend")
-    d.add_argument("--png", default="specux-demo.png", help="where to write the plot")
+    d.add_argument("--png", default="specux-demo.png",
+                   help="where to write the plot when matplotlib is installed (default: "
+                   "%(default)s in the current folder; --png '' writes none)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.command == "info":
         return info()

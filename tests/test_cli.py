@@ -66,6 +66,24 @@ def test_demo_reports_shape_backend_and_time(tmp_path):
     assert "time:" in out and " ms" in out
 
 
+def test_version_flag_and_a_plot_that_cannot_be_written(tmp_path, monkeypatch, capsys):
+    """``-V`` prints the version; a plot the demo cannot write (a missing folder, a read-only
+    one) is a one-line error and exit status 1, not a traceback after the work is done."""
+    from specux.__main__ import main
+    from specux._version import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["-V"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"specux {__version__}"
+    pytest.importorskip("matplotlib")
+    target = str(tmp_path / "missing" / "demo.png")
+    assert main(["demo", "--png", target]) == 1
+    captured = capsys.readouterr()
+    assert "backend: cpu" in captured.out
+    assert f"could not write the plot to {target!r}" in captured.err
+    assert "--png ''" in captured.err
+
+
 def test_demo_names_the_gpu_when_numpy_input_runs_there(monkeypatch, capsys):
     """On a GPU machine the demo's numpy signal runs on CUDA (transport): the demo said
     "backend: cpu", the array's device. Here the GPU route is simulated (the calls counted,
