@@ -73,7 +73,8 @@ class Plan:
 
     @property
     def params(self) -> dict[str, Any]:
-        """The bound parameters (a copy: a plan's parameters are fixed, checked when made)."""
+        """The bound parameters (a copy of the dict, checked when the plan was made; array
+        parameters are held by reference, as a function call takes them)."""
         return dict(self._params)
 
     def __call__(self, x: Any) -> Any:
