@@ -214,7 +214,7 @@ def _normalize(x: np.ndarray, norm: float | None, axis: int) -> np.ndarray:
     return x / length
 
 
-def _triangles(bin_freqs: np.ndarray, points: np.ndarray) -> np.ndarray:
+def triangles(bin_freqs: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Overlapping triangles with corners at ``points``, sampled at ``bin_freqs``.
 
     Filter ``i`` rises from ``points[i]`` to a peak of 1 at ``points[i + 1]`` and falls to
@@ -296,7 +296,7 @@ def _mel_build(
     bin_freqs = np.fft.rfftfreq(n_fft, d=1.0 / sr)
     mel_points = np.linspace(hz_to_mel(fmin, htk=htk), hz_to_mel(fmax, htk=htk), n_mels + 2)
     hz_points = mel_to_hz(mel_points, htk=htk)
-    weights = _triangles(bin_freqs, hz_points)
+    weights = triangles(bin_freqs, hz_points)
     if norm == "slaney":
         # Divide by the triangle's base width in Hz so every band has ~equal area.
         weights *= (2.0 / (hz_points[2:] - hz_points[:-2]))[:, np.newaxis]
@@ -542,7 +542,7 @@ def _linear_cached(
     # so the bank is interchangeable with linear_fbanks.
     bin_freqs = np.linspace(0.0, sr // 2, 1 + n_fft // 2)
     points = np.linspace(fmin, fmax, n_filter + 2)
-    return _freeze(_triangles(bin_freqs, points))
+    return _freeze(triangles(bin_freqs, points))
 
 
 def linear(

@@ -64,6 +64,7 @@ except ImportError as error:
 
 import specux
 import specux.nn
+from specux.meta.filters import triangles
 from specux.presets import namespace
 
 __all__ = [
@@ -129,13 +130,9 @@ def melscale_fbanks(
 
 
 def _triangles(corners: np.ndarray, n_freqs: int, sample_rate: float) -> np.ndarray:
-    """``(len(corners) - 2, n_freqs)`` triangles, band b rising from ``corners[b]`` to its
-    peak ``corners[b + 1]`` and falling to ``corners[b + 2]``, sampled at torchaudio's grid
-    ``linspace(0, sample_rate // 2, n_freqs)``."""
-    grid = np.linspace(0.0, sample_rate // 2, n_freqs)
-    lower, peak, upper = corners[:-2, None], corners[1:-1, None], corners[2:, None]
-    return np.maximum(0.0, np.minimum((grid - lower) / (peak - lower),
-                                      (upper - grid) / (upper - peak)))  # fmt: skip
+    """:func:`specux.meta.filters.triangles` with corners ``corners`` sampled at torchaudio's
+    grid ``linspace(0, sample_rate // 2, n_freqs)``."""
+    return triangles(np.linspace(0.0, sample_rate // 2, n_freqs), corners)
 
 
 def _default_dtype(dtype: torch.dtype | None) -> torch.dtype:
