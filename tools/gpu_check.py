@@ -14,10 +14,14 @@
   alone on the GPU, the peers side by side in its process, so its ratios are the ones to
   quote.
 
-Every step's output goes to a log under ``--out``; the summary at the end prints each
-step's last line (pytest's counts, the sanitizer's error summary, the bench's table) and
-the exit status is non-zero when any step failed or ran out of time. ``--dry-run`` prints
-the commands without running them (no GPU needed).
+The test processes share one GPU's memory: a test that checks for free memory before a
+large allocation (tests/test_cuda_transforms.py's 2 ** 31-sample signals) can pass its check
+and then find the memory taken by the others; rerun such a failure alone.
+
+Every step's output goes to a log under ``--out`` (one file a step, nothing else); the
+summary at the end prints each step's last lines (pytest's counts, the sanitizer's error
+summary, the bench's table) and the exit status is non-zero when any step failed or ran
+out of time. ``--dry-run`` prints the commands without running them (no GPU needed).
 """
 
 from __future__ import annotations
@@ -60,9 +64,9 @@ def _commands(args: argparse.Namespace, ids: list[str]) -> dict[str, list[str]]:
     py = args.python
     commands: dict[str, list[str]] = {}
     if "tests" in args.steps:
+        # (no file of each shard's ids: a device machine returns few files, and the logs
+        # are what must come back; pytest -q prints the failing ids)
         for i, shard in enumerate(deal(ids, args.jobs)):
-            listing = args.out / f"tests-{i}.ids"
-            listing.write_text("\n".join(shard) + "\n")
             commands[f"tests-{i}"] = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                       "-m", "cuda", *shard]  # fmt: skip
     if "sanitize" in args.steps:
