@@ -537,6 +537,22 @@ def test_torchaudio_melscale_fbanks(sample_rate, n_freqs, norm, mel_scale):
     )
     spec = np.abs(_signal((2, n_freqs, 7)))
     assert rel_l2(scale(torch.from_numpy(spec)).numpy(), _apply_bank(spec, ref)) <= F64
+    # the buffer as torchaudio lays it out, (n_stft, n_mels): its state_dict loads
+    assert dict(scale.state_dict())["fb"].shape == (n_freqs, 40)
+
+
+def test_torchaudio_melscale_state_dict_is_torchaudios():
+    """MelScale's ``fb`` is ``(n_stft, n_mels)`` as torchaudio's, so a torchaudio state_dict
+    of a square bank (n_stft == n_mels) loads the right way round, and one of another shape
+    is refused by torch's size check."""
+    bank = ta.melscale_fbanks(40, 0.0, 8000.0, 40, 16000, dtype=torch.float64)
+    theirs = {"fb": bank.float()}  # torchaudio.transforms.MelScale(40, n_stft=40).state_dict()
+    scale = ta.MelScale(n_mels=40, n_stft=40, f_min=100.0)  # another bank, to be replaced
+    scale.load_state_dict(theirs)
+    spec = torch.rand(3, 40, 5)
+    torch.testing.assert_close(scale(spec), (spec.mT @ bank.float()).mT, rtol=1e-6, atol=0)
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        ta.MelScale(n_mels=40, n_stft=41).load_state_dict(theirs)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -404,7 +404,8 @@ class InverseSpectrogram(specux.nn.ISTFT):
 class MelScale(torch.nn.Module):
     """``torchaudio.transforms.MelScale``: ``(..., n_stft, time) -> (..., n_mels, time)``.
 
-    Buffer ``fb``, ``(n_mels, n_stft)`` (torchaudio's transposed), built by
+    Buffer ``fb``, ``(n_stft, n_mels)`` as torchaudio lays it out (so a torchaudio
+    ``MelScale``'s ``state_dict`` loads, square banks included), built by
     :func:`melscale_fbanks` in float64 and stored in ``dtype``.
     """
 
@@ -428,13 +429,13 @@ class MelScale(torch.nn.Module):
         bank = melscale_fbanks(n_stft, f_min, f_max, n_mels, sample_rate, norm, mel_scale,
                                dtype=torch.float64)  # fmt: skip
         dtype = torch.get_default_dtype() if dtype is None else dtype
-        self.register_buffer("fb", bank.T.contiguous().to(device=device, dtype=dtype))
+        self.register_buffer("fb", bank.to(device=device, dtype=dtype))
         self.n_mels, self.sample_rate, self.f_min, self.f_max = n_mels, sample_rate, f_min, f_max
         self.norm, self.mel_scale = norm, mel_scale
 
     def forward(self, specgram: torch.Tensor) -> torch.Tensor:
         fb = self.fb if self.fb.dtype == specgram.dtype else self.fb.to(specgram.dtype)
-        return torch.matmul(fb, specgram)
+        return torch.matmul(fb.mT, specgram)
 
 
 class MelSpectrogram(specux.nn.MelSpectrogram):
