@@ -448,14 +448,21 @@ def istft(
     onesided: bool = True,
     length: int | None = None,
     *,
+    nola: str = "raise",
     backend: str = "auto",
 ) -> Any:
     """Inverse STFT of a complex spectrogram ``(..., n_freq, n_frames)`` -> real ``(..., length)``.
 
     Overlap-add of the inverse-transformed, windowed frames divided by the window-sum-square
-    envelope. ``n_fft`` defaults to ``2 (n_freq - 1)`` (onesided) or ``n_freq``. Raises
-    ValueError where the envelope falls below 1e-11 inside the output (NOLA fails). A
+    envelope. ``n_fft`` defaults to ``2 (n_freq - 1)`` (onesided) or ``n_freq``. A
     ``length`` longer than the frames cover is zero-padded; a shorter one trims.
+
+    ``nola``: where the envelope vanishes inside the output (the NOLA condition fails, as
+    at the first sample with ``center=False`` and a window that starts at 0). ``"raise"``
+    (the default, as torch.istft): ValueError where it falls to 1e-11 or below. ``"keep"``
+    (librosa.istft's rule): samples whose envelope is at most the output dtype's smallest
+    normal number keep their overlap-add undivided (0 where the window is 0 at every frame
+    that covers them); all others are divided, however small their envelope.
     """
     call = _Call(S, backend, "S", family="istft")
     _require_ndim(call, 2, "S")
@@ -480,6 +487,7 @@ def istft(
         raise ValueError("S has no frames (its last axis is empty)")
     if length is not None:
         length = params.as_size("length", length, minimum=0, what="the signal")
+    nola = params.as_choice("nola", nola, params.NOLA_RULES)
     # the overlap-add (and the window envelope) cover the frames' whole span, whatever length
     span = shapes.ola_length(count, p.n_fft, p.hop_length)
     params.check_memory("hop_length", p.hop_length, span,
@@ -487,7 +495,7 @@ def istft(
     w = _array_window(call, window, p)
     _check_same_device(S, w)
     spec = call.engine.cast(S, call.compute)
-    return call.finish(call.engine.istft(spec, w, p, length))
+    return call.finish(call.engine.istft(spec, w, p, length, nola))
 
 
 __all__ = [

@@ -69,8 +69,8 @@ class NumpyEngine:
         return cpu_stft.stft(x, window, p, output, eps)
 
     @staticmethod
-    def istft(spec, window, p: StftParams, length: int | None):
-        return cpu_stft.istft(spec, window, p, length)
+    def istft(spec, window, p: StftParams, length: int | None, nola: str = "raise"):
+        return cpu_stft.istft(spec, window, p, length, nola)
 
     @staticmethod
     def bank_spectrogram(x, window, p: StftParams, power, bank: MatrixSpec, output, eps):
@@ -184,10 +184,10 @@ class TorchEngine:
         )  # fmt: skip
 
     @staticmethod
-    def istft(spec, window, p: StftParams, length: int | None):
+    def istft(spec, window, p: StftParams, length: int | None, nola: str = "raise"):
         return _torch_ops.stft.istft(
             spec, window, p.window.as_key(), p.n_fft, p.hop_length, p.win_length, p.center,
-            p.normalized, p.onesided, -1 if length is None else length,
+            p.normalized, p.onesided, -1 if length is None else length, nola,
         )  # fmt: skip
 
     @staticmethod

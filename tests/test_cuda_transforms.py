@@ -339,6 +339,30 @@ def test_istft_nola_failure_raises_on_cuda_too():
         specux.istft(S, 256, 64, center=False)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n_fft,hop,center", [(256, 64, False), (255, 64, False), (256, 300, True)])
+def test_istft_nola_keep_matches_cpu(dtype, n_fft, hop, center):
+    """istft(nola="keep"), librosa's rule where the envelope vanishes (the reciprocal table
+    holds 1 there): the fused kernel (n_fft 256), the unfused gather (255), gaps between
+    frames 300 apart; a named and an array window; the gradient in float64."""
+    x = _signal((2, 3000), seed=9).to(dtype)
+    S = specux.stft(x, n_fft, hop, center=center)
+    w = _window(n_fft, dtype=dtype)
+    for window in ("hann", w):
+        on_device = window if isinstance(window, str) else window.to(DEVICE)
+        got = specux.istft(S.to(DEVICE), n_fft, hop, window=on_device, center=center,
+                           nola="keep")  # fmt: skip
+        ref = specux.istft(S, n_fft, hop, window=window, center=center, nola="keep")
+        assert_matches_cpu(got, ref, what=f"{dtype} {n_fft} {hop}")
+        if not center:
+            assert (got[..., 0] == 0).all()
+    if dtype == torch.float64:
+        S64 = S[:1, :, :12].to(DEVICE).requires_grad_(True)
+        assert torch.autograd.gradcheck(
+            lambda s: specux.istft(s, n_fft, hop, center=center, nola="keep"), (S64,),
+            atol=TOLERANCES["gradcheck_atol"], rtol=TOLERANCES["gradcheck_rtol"])  # fmt: skip
+
+
 # --------------------------------------------------------------------------------------------
 # melspectrogram, mfcc, lfcc, chroma (source="stft")
 

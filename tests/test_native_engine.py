@@ -177,6 +177,14 @@ def test_istft(length):
     _check(specux.istft, S, n_fft=16, hop_length=4, length=length)
     window = np.hanning(16) ** 0.5
     _check(specux.istft, S, n_fft=16, hop_length=4, window=window)
+    # nola="keep" (librosa's rule) where the envelope vanishes: the uncentred hann's zero at
+    # sample 0, and the gaps between frames 20 apart (the reciprocal table holds 1 there)
+    uncentred = specux.stft(x, n_fft=16, hop_length=4, center=False)
+    got, _ = _check(specux.istft, uncentred, n_fft=16, hop_length=4, center=False, nola="keep")
+    assert (got[..., 0] == 0).all()
+    gapped = specux.stft(x, n_fft=16, hop_length=20)
+    _check(specux.istft, gapped, n_fft=16, hop_length=20, length=length, nola="keep")
+    _check(specux.istft, gapped, n_fft=16, hop_length=20, window=window, nola="keep")
 
 
 def test_istft_refuses_a_window_without_overlap():

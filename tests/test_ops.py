@@ -114,11 +114,12 @@ def _samples(name):
             ("empty-batch", adjoint_args((0, 20), "hann", 8, 2, True, "replicate", False, 2.0)),
         ]
     if name == "istft":
-        def istft_args(shape, win, win_name, n_fft, hop, wl, center, norm, one, length):
+        def istft_args(shape, win, win_name, n_fft, hop, wl, center, norm, one, length,
+                       nola="raise"):  # fmt: skip
             def make():
                 spec = _make(shape, c)
                 window = None if win is None else (torch.rand((wl,), dtype=r) + 0.5)
-                return (spec, window, win_name, n_fft, hop, wl, center, norm, one, length)
+                return (spec, window, win_name, n_fft, hop, wl, center, norm, one, length, nola)
             return make
         return [
             ("named", istft_args((2, 9, 6), None, "hann", 16, 4, 16, True, False, True, -1)),
@@ -126,6 +127,12 @@ def _samples(name):
             ("full-long", istft_args((2, 8, 5), True, "array", 8, 2, 8, True, False, False,
                                      40)),  # fmt: skip
             ("uncentered", istft_args((5, 6), True, "array", 8, 3, 8, False, False, True, -1)),
+            # librosa's rule where the envelope vanishes: hann's zero at sample 0, a gap
+            # between frames 10 apart
+            ("keep-hann", istft_args((5, 6), None, "hann", 8, 3, 8, False, False, True, -1,
+                                     "keep")),  # fmt: skip
+            ("keep-gaps", istft_args((2, 5, 4), True, "array", 8, 10, 8, True, False, True,
+                                     -1, "keep")),  # fmt: skip
         ]
     if name == "bank_spectrogram":
         mel = ('{"fmax": null, "fmin": 0.0, "htk": false, "kind": "mel", "n_fft": 16, '
@@ -678,8 +685,10 @@ def _raw_cases():
          r"window has shape \(60,\), expected \(64,\)"),
         (ops.stft, (*stft[:7], "bogus", *stft[8:]), ValueError, "pad_mode='bogus'"),
         (ops.stft, (*stft[:10], "phase", 1e-10), ValueError, "output='phase'"),
-        (ops.istft, (spec, None, "hann", 8, 2, 8, True, False, True, 10), ValueError,
+        (ops.istft, (spec, None, "hann", 8, 2, 8, True, False, True, 10, "raise"), ValueError,
          r"n_fft=8 \(onesided=True\) needs 5 bins"),
+        (ops.istft, (spec, None, "hann", 64, 16, 64, True, False, True, 10, "skip"), ValueError,
+         "nola='skip' is not one of"),
         (ops.project, (torch.randn(2, 6, 9, dtype=F64), None, "{bad json", None), ValueError,
          "spec='{bad json' is not a valid key"),
         (ops.project, (torch.randn(2, 6, 9, dtype=F64), torch.randn(4, 5, dtype=F64), "", None),

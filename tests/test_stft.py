@@ -325,6 +325,73 @@ def test_istft_nola_violation_raises(rng):
         specux.istft(S, 64, 80)
 
 
+def _istft_keep_reference(S, n_fft, hop, window, center):
+    """librosa's istft rule in float64 numpy: the overlap-add of the windowed inverse
+    transforms, divided where the envelope exceeds float64's tiny."""
+    frames = np.fft.irfft(np.swapaxes(S, -1, -2), n_fft) * window
+    count = frames.shape[-2]
+    ola = np.zeros(S.shape[:-2] + ((count - 1) * hop + n_fft,))
+    env = np.zeros(ola.shape[-1])
+    for t in range(count):
+        ola[..., t * hop : t * hop + n_fft] += frames[..., t, :]
+        env[t * hop : t * hop + n_fft] += window**2
+    safe = np.where(env > np.finfo(np.float64).tiny, env, 1.0)
+    pad = n_fft // 2 if center else 0
+    return (ola / safe)[..., pad : ola.shape[-1] - pad]
+
+
+def test_istft_nola_keep_is_librosas_rule(rng):
+    """istft(nola="keep"): where the envelope vanishes (hann's zero at the first sample of an
+    uncentred signal; a hop past the window, leaving gaps) the overlap-add is kept
+    undivided -- 0 there -- and every other sample divided, however small its envelope.
+    Where NOLA holds it gives the bits of nola="raise"."""
+    x = rng.standard_normal((2, 400))
+    window = scipy.signal.get_window("hann", 64, fftbins=True)
+    for hop, center in ((16, False), (80, True), (80, False)):
+        S = specux.stft(x, 64, hop, center=center)
+        with pytest.raises(ValueError, match="NOLA"):
+            specux.istft(S, 64, hop, center=center)
+        got = specux.istft(S, 64, hop, center=center, nola="keep")
+        ref = _istft_keep_reference(S, 64, hop, window, center)
+        assert got.shape == ref.shape
+        # the samples next to a zero of the envelope divide by ~1e-10: relative to the signal
+        assert rel_l2(got, ref) <= TOLERANCES["roundtrip64"], (hop, center)
+        if not center:
+            assert (got[..., 0] == 0).all()
+        if hop == 80:  # gaps between the frames: nothing was added there
+            pad = 32 if center else 0
+            assert (got[..., 64 - pad : 80 - pad] == 0).all()
+    S = specux.stft(x, 64, 16)
+    np.testing.assert_array_equal(specux.istft(S, 64, 16, nola="keep"), specux.istft(S, 64, 16))
+    with pytest.raises(ValueError, match="nola"):
+        specux.istft(S, 64, 16, nola="skip")
+
+
+def test_istft_nola_keep_gradients():
+    """The backward of istft(nola="keep") divides by the forward's divisor (1 where the
+    envelope vanishes): gradcheck in float64 through the torch op, an uncentred hann (zero
+    envelope at sample 0) and, for the window's gradient, a hop past the window (gaps that
+    no frame covers, whatever the window: a window zero would be a discontinuity, its
+    envelope rising from 0 past tiny under any perturbation)."""
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 120, dtype=torch.float64, generator=g)
+    S = specux.stft(x, 16, 4, center=False).detach().requires_grad_(True)
+    gapped = specux.stft(x, 16, 20, center=False).detach().requires_grad_(True)
+    w = (torch.rand(16, dtype=torch.float64, generator=g) + 0.5).requires_grad_(True)
+
+    def named(s):
+        return specux.istft(s, 16, 4, center=False, nola="keep")
+
+    def windowed(s, win):
+        return specux.istft(s, 16, 20, window=win, center=False, nola="keep", length=110)
+
+    assert named(S)[..., 0].abs().max() == 0
+    assert windowed(gapped, w)[..., 16:20].abs().max() == 0
+    assert torch.autograd.gradcheck(named, (S,))
+    assert torch.autograd.gradcheck(windowed, (gapped, w))
+
+
 @given(
     n_fft=st.integers(2, 96),
     hop_fraction=st.sampled_from([1, 2, 3, 4]),

@@ -446,7 +446,8 @@ def stft_frames(x: DeviceArray, window, p: StftParams, value: str, eps: float,
     return apply_value(spectrum, value, eps, out=out)
 
 
-def istft(spec: DeviceArray, window, p: StftParams, length: int) -> DeviceArray:
+def istft(spec: DeviceArray, window, p: StftParams, length: int, nola: str = "raise"
+          ) -> DeviceArray:  # fmt: skip
     """One-sided spectra whose frames' inverse FFT is a block kernel go through the fused
     overlap-add (:func:`transform_exec.istft`); the others through the inverse FFT's frames
     and the istft gather."""
@@ -454,11 +455,11 @@ def istft(spec: DeviceArray, window, p: StftParams, length: int) -> DeviceArray:
     device = spec.device
     count = spec.shape[-1]
     if window is None:
-        env, start, stop, out_length = named_istft_envelope(p, count, length, precision)
-        envelope = device.constant(("inverse envelope", p, count, length), env)
+        env, start, stop, out_length = named_istft_envelope(p, count, length, precision, nola)
+        envelope = device.constant(("inverse envelope", p, count, length, nola), env)
     else:
         w64 = device.download(full_window(p, window, "float64", device))
-        env, start, stop, out_length = istft_envelope(p, w64, count, length, precision)
+        env, start, stop, out_length = istft_envelope(p, w64, count, length, precision, nola)
         envelope = device.upload(env)
     w = full_window(p, window, precision, device)
     out = device.empty((*spec.shape[:-2], out_length), dtypes.real_of(spec.dtype))
@@ -493,21 +494,25 @@ def _signal_axes(x: DeviceArray) -> tuple[DeviceArray, tuple[int, int, int]]:
 
 
 @functools.lru_cache(maxsize=128)
-def named_istft_envelope(p: StftParams, count: int, length: int, precision: str):
+def named_istft_envelope(p: StftParams, count: int, length: int, precision: str,
+                         nola: str = "raise"):  # fmt: skip
     """:func:`istft_envelope` of ``p``'s named window, computed once per call shape."""
     w64 = np.asarray(cpu_stft.full_window(p, None, np.dtype("float64")))
-    return istft_envelope(p, w64, count, length, precision)
+    return istft_envelope(p, w64, count, length, precision, nola)
 
 
-def istft_envelope(p: StftParams, w64: np.ndarray, count: int, length: int, precision: str):
+def istft_envelope(p: StftParams, w64: np.ndarray, count: int, length: int, precision: str,
+                   nola: str = "raise"):  # fmt: skip
     """(the envelope's reciprocals over [start, stop) in the compute precision, start, stop,
-    out_length) of the float64 window ``w64`` after the NOLA check (raises like the CPU
-    backend); both CUDA routes use it. The kernels multiply by the reciprocal (rounded once
-    from float64): a division costs a float32 kernel a dozen instructions an output."""
+    out_length) of the float64 window ``w64`` after the NOLA check, or with 1 where it
+    vanishes for ``nola="keep"`` (:func:`~specux.kernels.cpu.stft.envelope_divisor`, as the
+    CPU backend divides); both CUDA routes use it. The kernels multiply by the reciprocal
+    (rounded once from float64): a division costs a float32 kernel a dozen instructions an
+    output."""
     env = cpu_stft.envelope(p, w64, count)
     start, stop, out_length = cpu_stft.istft_bounds(p, count, None if length < 0 else length)
-    cpu_stft.check_nola(env, start, stop, p)
-    part = np.ascontiguousarray((1.0 / env[start:stop]).astype(precision))
+    divisor = cpu_stft.envelope_divisor(env, start, stop, p, nola, np.dtype(precision))
+    part = np.ascontiguousarray((1.0 / divisor).astype(precision))
     part.flags.writeable = False
     return part, start, stop, out_length
 
@@ -693,8 +698,8 @@ class NativeEngine:
         return stft_frames(x, window, p, output, eps).swapaxes(-1, -2)
 
     @staticmethod
-    def istft(spec, window, p: StftParams, length: int | None):
-        return istft(spec, window, p, -1 if length is None else length)
+    def istft(spec, window, p: StftParams, length: int | None, nola: str = "raise"):
+        return istft(spec, window, p, -1 if length is None else length, nola)
 
     @staticmethod
     def bank_spectrogram(x, window, p: StftParams, power, bank: MatrixSpec, output, eps):

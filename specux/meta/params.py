@@ -32,6 +32,9 @@ PAD_MODES = ("constant", "reflect", "replicate", "circular")
 _PAD_ALIASES = {"edge": "replicate", "wrap": "circular", "zeros": "constant"}
 OUTPUTS = ("complex", "magnitude", "power", "db")
 NORMS = ("backward", "ortho", "forward")
+# istft where the window-sum-square envelope vanishes: raise (API.md), or keep the
+# overlap-add there unnormalized (librosa's rule; specux.kernels.cpu.stft.envelope_divisor)
+NOLA_RULES = ("raise", "keep")
 WINDOW_NAMES = ("hann", "hamming", "blackman", "bartlett", "boxcar")
 # scipy.signal.get_window's short names, so scipy and librosa users' strings work unchanged.
 _WINDOW_ALIASES = {

@@ -20,6 +20,7 @@ from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_n_frames
 from specux.meta.matrices import MatrixSpec
 from specux.meta.params import (
+    NOLA_RULES,
     NORMS,
     OUTPUTS,
     PAD_MODES,
@@ -150,13 +151,14 @@ def stft(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode
 
 
 def istft(spec, window, window_name, n_fft, hop_length, win_length, center, normalized,
-          onesided, length) -> None:  # fmt: skip
+          onesided, length, nola) -> None:  # fmt: skip
     _stft("istft", window, window_name, n_fft, hop_length, win_length, center)
     bins = n_fft // 2 + 1 if onesided else n_fft
     if spec.dim() < 2 or spec.shape[-2] != bins:
         raise ValueError(f"specux::istft: spec has shape {tuple(spec.shape)}; n_fft={n_fft} "
                          f"(onesided={onesided}) needs {bins} bins on axis -2")  # fmt: skip
     as_int("length", length, minimum=-1)
+    _choice("istft", "nola", nola, NOLA_RULES)
 
 
 def power_adjoint(x, window, window_name, n_fft, hop_length, win_length, center, pad_mode,

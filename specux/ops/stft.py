@@ -397,12 +397,12 @@ def power_adjoint(x, window, window_name, n_fft, hop_length, win_length, center,
 
 _ISTFT_SCHEMA = (
     "(Tensor spec, Tensor? window, str window_name, int n_fft, int hop_length, int win_length, "
-    "bool center, bool normalized, bool onesided, SymInt length) -> Tensor"
+    "bool center, bool normalized, bool onesided, SymInt length, str nola) -> Tensor"
 )
 
 
 def _istft_fake(spec, window, window_name, n_fft, hop_length, win_length, center, normalized,
-                onesided, length):  # fmt: skip
+                onesided, length, nola):  # fmt: skip
     shape = shapes.istft_shape(
         spec.shape, n_fft, hop_length, n_fft // 2 if center else 0, None if length < 0 else length
     )
@@ -410,21 +410,21 @@ def _istft_fake(spec, window, window_name, n_fft, hop_length, win_length, center
 
 
 def _istft_cpu(spec, window, window_name, n_fft, hop_length, win_length, center, normalized,
-               onesided, length):  # fmt: skip
+               onesided, length, nola):  # fmt: skip
     p = params_of(n_fft, hop_length, win_length, window_name, center, "constant", normalized,
                   onesided)  # fmt: skip
     w = None if window is None else to_numpy(window)
-    out = cpu_stft.istft(to_numpy(spec), w, p, None if length < 0 else length)
+    out = cpu_stft.istft(to_numpy(spec), w, p, None if length < 0 else length, nola)
     return from_numpy(out)
 
 
 def _istft_cuda(spec, window, window_name, n_fft, hop_length, win_length, center, normalized,
-                onesided, length):  # fmt: skip
+                onesided, length, nola):  # fmt: skip
     from specux.kernels.cuda import transforms
 
     p = params_of(n_fft, hop_length, win_length, window_name, center, "constant", normalized,
                   onesided)  # fmt: skip
-    return transforms.istft(spec, window, p, length)
+    return transforms.istft(spec, window, p, length, nola)
 
 
 def _istft_setup(ctx, inputs, output):
@@ -435,7 +435,7 @@ def _istft_setup(ctx, inputs, output):
 
 def _istft_backward(ctx, grad):
     spec, window = ctx.saved_tensors
-    window_name, n_fft, hop, win_length, center, normalized, onesided, length = ctx.args
+    window_name, n_fft, hop, win_length, center, normalized, onesided, length, nola = ctx.args
     p = params_of(n_fft, hop, win_length, window_name, center, "constant", normalized, onesided)
     count = spec.shape[-1]
     span = shapes.ola_length(count, n_fft, hop)
@@ -444,7 +444,11 @@ def _istft_backward(ctx, grad):
     w = full_window_tensor(p, window, rdtype, spec)
     # The envelope is recomputed from w with specux ops so the window gradient sees it.
     env = overlap_add((w * w).expand(count, n_fft), span, hop, 0, "constant")
-    safe_env = torch.where(env > cpu_stft.NOLA_THRESHOLD, env, torch.ones_like(env))
+    # the forward's divisor (cpu.stft.envelope_divisor): with nola="raise" it raised where
+    # the envelope is at most NOLA_THRESHOLD inside the output; with "keep" it divided by 1
+    # where the envelope is at most the dtype's smallest normal number
+    floor = cpu_stft.NOLA_THRESHOLD if nola == "raise" else torch.finfo(rdtype).tiny
+    safe_env = torch.where(env > floor, env, torch.ones_like(env))
     grad_span = torch.nn.functional.pad(grad[..., : stop - start], (start, span - stop))
     grad_env = grad_span / safe_env
     grad_frames = frame(grad_env, n_fft, hop, 0, "constant")  # (..., n_frames, n_fft)
@@ -465,7 +469,7 @@ def _istft_backward(ctx, grad):
         correction = frame(grad_env * summed / safe_env, n_fft, hop, 0, "constant")
         full = _sum_to_frame(grad_frames * raw) - 2.0 * w * _sum_to_frame(correction)
         grad_w = _window_grad(p, full)
-    return (grad_spec, grad_w) + (None,) * 8
+    return (grad_spec, grad_w) + (None,) * 9
 
 
 declare(
@@ -479,6 +483,6 @@ declare(
 
 
 def istft(spec, window, window_name, n_fft, hop_length, win_length, center, normalized,
-          onesided, length):  # fmt: skip
+          onesided, length, nola):  # fmt: skip
     return call("istft", spec, window, window_name, n_fft, hop_length, win_length,
-                                  center, normalized, onesided, length)  # fmt: skip
+                                  center, normalized, onesided, length, nola)  # fmt: skip

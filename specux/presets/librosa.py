@@ -99,12 +99,15 @@ def istft(
 ) -> Any:
     """``librosa.istft``: real ``(..., length)`` from ``(..., 1 + n_fft // 2, n_frames)``.
 
-    ``n_fft`` defaults to ``2 (n_freq - 1)``. Raises ``ValueError`` where the window-sum-square
-    envelope vanishes inside the output (librosa leaves those samples unnormalized).
+    ``n_fft`` defaults to ``2 (n_freq - 1)``. Where the window-sum-square envelope vanishes
+    (at most the dtype's smallest normal number: the first sample with ``center=False`` and
+    a hann window) the overlap-add is left undivided, as librosa leaves it
+    (``specux.istft(nola="keep")``).
     """
     return specux.istft(
         stft_matrix, n_fft=n_fft, hop_length=hop_length, win_length=win_length, window=window,
-        center=center, length=length or None, backend=backend,  # librosa: 0 means not given
+        center=center, length=length or None, nola="keep",
+        backend=backend,  # librosa: length=0 means not given
     )  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from specux.kernels.cpu.frames import (
     pad_signal,
     padded_segment,
 )
-from specux.meta.params import StftParams, WindowSpec, dual_norm
+from specux.meta.params import NOLA_RULES, StftParams, WindowSpec, dual_norm
 from specux.meta.shapes import n_frames, ola_length
 from specux.meta.windows import centered_offset, named_window
 
@@ -406,20 +406,37 @@ def check_nola(env: np.ndarray, start: int, stop: int, p: StftParams | None = No
             )
 
 
+def envelope_divisor(env: np.ndarray, start: int, stop: int, p: StftParams, nola: str,
+                     dtype: np.dtype) -> np.ndarray:  # fmt: skip
+    """The envelope over [start, stop) that the overlap-add is divided by (``env``'s float64).
+    ``nola="raise"`` (:func:`check_nola`) raises where it falls to NOLA_THRESHOLD or below;
+    ``"keep"`` is librosa's rule: where it is at most ``dtype``'s smallest normal number the
+    divisor is 1, leaving the overlap-add as it is (0 where the window vanishes: the
+    envelope sums the squares of the very window values that weight the frames)."""
+    part = env[start:stop]
+    if nola == "raise":
+        check_nola(env, start, stop, p)
+        return part
+    if nola != "keep":
+        raise ValueError(f"nola must be one of {NOLA_RULES}, got {nola!r}")
+    return np.where(part > np.finfo(dtype).tiny, part, 1.0)
+
+
 def istft(
     spectrum: np.ndarray,
     window: np.ndarray | None,
     p: StftParams,
     length: int | None = None,
+    nola: str = "raise",
 ) -> np.ndarray:
-    """``(..., n_freq, n_frames)`` complex -> ``(..., length)`` real."""
+    """``(..., n_freq, n_frames)`` complex -> ``(..., length)`` real (``nola``:
+    :func:`envelope_divisor`)."""
     count = spectrum.shape[-1]
     rdtype = fft.real_dtype(spectrum.dtype)
     w = full_window(p, window, rdtype)
     env = envelope(p, w.astype(np.float64), count)
     start, stop, out_length = istft_bounds(p, count, length)
-    check_nola(env, start, stop, p)
-    inverse = env[start:stop].astype(rdtype)
+    inverse = envelope_divisor(env, start, stop, p, nola, rdtype).astype(rdtype)
     batch = spectrum.shape[:-2]
     out = np.empty((*batch, out_length), dtype=rdtype)
     n_rows = math.prod(batch)

@@ -202,7 +202,8 @@ def stft(x: torch.Tensor, window, p: StftParams, output: str, eps: float) -> tor
 # istft
 
 
-def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tensor:
+def istft(spec: torch.Tensor, window, p: StftParams, length: int, nola: str = "raise"
+          ) -> torch.Tensor:  # fmt: skip
     """One-sided spectra whose frames' inverse FFT is a block kernel go through the fused
     overlap-add (:func:`transform_exec.istft`); the others through the inverse FFT's frames
     and the istft gather."""
@@ -210,11 +211,11 @@ def istft(spec: torch.Tensor, window, p: StftParams, length: int) -> torch.Tenso
     count = spec.shape[-1]
     backend = TorchCudaBackend(spec.device)
     if window is None:
-        env, start, stop, out_length = named_istft_envelope(p, count, length, precision)
-        envelope = backend.constant(("inverse envelope", p, count, length), env)
+        env, start, stop, out_length = named_istft_envelope(p, count, length, precision, nola)
+        envelope = backend.constant(("inverse envelope", p, count, length, nola), env)
     else:
         envelope, start, stop, out_length = _window_envelope(backend, window, p, count, length,
-                                                             precision)  # fmt: skip
+                                                             precision, nola)  # fmt: skip
     w = full_window(p, window, precision, backend)
     out = torch.empty((*spec.shape[:-2], out_length), dtype=cuda_fft._real_of(spec.dtype),
                       device=spec.device)  # fmt: skip
@@ -245,7 +246,7 @@ _ENVELOPES = PerVersion(16)  # variable lengths: the latest shapes
 
 
 def _window_envelope(backend, window: torch.Tensor, p: StftParams, count: int, length: int,
-                     precision: str):  # fmt: skip
+                     precision: str, nola: str = "raise"):  # fmt: skip
     """(envelope, start, stop, out_length) of istft with a window tensor (:func:`istft_envelope`
     of its float64 values). Reading the window waits for the device, so the result is kept
     per tensor version for a window that holds fixed values; one that needs a gradient (its
@@ -253,7 +254,7 @@ def _window_envelope(backend, window: torch.Tensor, p: StftParams, count: int, l
     ``.data``) or is a view is read on every call. While a CUDA graph is captured only a
     kept one can be used."""
     fixed = fixed_values(window)
-    key = (p, count, length, precision)
+    key = (p, count, length, precision, nola)
     found = _ENVELOPES.get(window, key) if fixed else None
     if found is not None:
         return found
@@ -267,7 +268,7 @@ def _window_envelope(backend, window: torch.Tensor, p: StftParams, count: int, l
             "window by name"
         )
     w64 = full_window(p, window.detach(), "float64", backend).cpu().numpy()
-    env, start, stop, out_length = istft_envelope(p, w64, count, length, precision)
+    env, start, stop, out_length = istft_envelope(p, w64, count, length, precision, nola)
     found = (upload(torch.from_numpy(np.array(env)), window.device), start, stop, out_length)
     if fixed:
         _ENVELOPES.put(window, key, found)
