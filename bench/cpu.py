@@ -5,7 +5,9 @@ Workloads: ../shared/PERF.md's mel, mfcc, stft_c, stft_p, cqt and conv scaled to
 three more on the same signals: istft of their (8, 513, 626) spectrum (freq-major, as librosa
 and torch.stft give it), and mel_bwd / conv_bwd, forward plus ``sum().backward()`` of mel and
 of conv with gradients to every input (torch tensors; librosa and scipy have no gradients,
-so only torch's autograd is timed beside them). Each
+so only torch's autograd is timed beside them). And three on many short signals, 10 ** 5
+of 16 samples (n_fft 16, hop 4): stft_short, istft_short (of their freq-major spectrum) and
+pow_bwd_short (|stft| ** 2 forward plus ``sum().backward()``, torch only beside it). Each
 (workload, contender) runs in a fresh process (so no contender warms caches for another),
 timed as the median of --repeat calls after --warmup calls, all in float32 (wall time; the
 process time of the calls, all threads together, is printed beside it). The contenders
@@ -38,15 +40,20 @@ WORKLOADS = {
     "istft": "istft(n_fft=1024, hop_length=256, length=160000) of the (8, 513, 626) spectrum",
     "mel_bwd": "mel forward + sum().backward() to x",
     "conv_bwd": "conv forward + sum().backward() to x and k",
+    "stft_short": "stft(n_fft=16, hop_length=4), complex, on (100000, 16)",
+    "istft_short": "istft(n_fft=16, hop_length=4, length=16) of the (100000, 9, 5) spectrum",
+    "pow_bwd_short": "stft(n_fft=16, hop_length=4, output='power') + sum().backward()",
 }
+SHORT = dict(n_fft=16, hop_length=4)
 CONTENDERS = ("specux", "librosa", "torch")
 
 
 def _signal(workload: str):
     import numpy as np
 
-    length = 220500 if workload == "cqt" else 160000
-    return np.random.default_rng(0).standard_normal((BATCH, length)).astype(np.float32)
+    shape = (100000, 16) if workload.endswith("_short") else (
+        BATCH, 220500 if workload == "cqt" else 160000)  # fmt: skip
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
 
 
 def _taps():
@@ -56,13 +63,13 @@ def _taps():
     return np.random.default_rng(1).standard_normal((BATCH, 4096)).astype(np.float32)
 
 
-def _spectrum(x):
+def _spectrum(x, n_fft=1024, hop_length=256):
     """istft's input: the stft of ``x`` (n_fft 1024, hop 256), freq-major complex64."""
     import numpy as np
 
     import specux
 
-    return np.ascontiguousarray(specux.stft(x, n_fft=1024, hop_length=256))
+    return np.ascontiguousarray(specux.stft(x, n_fft=n_fft, hop_length=hop_length))
 
 
 def _backward(forward, *leaves):
@@ -95,9 +102,16 @@ def _specux(workload: str, x):
     if workload == "istft":
         S = _spectrum(x)
         return lambda: specux.istft(S, n_fft=1024, hop_length=256, length=x.shape[-1])
+    if workload == "stft_short":
+        return lambda: specux.stft(x, **SHORT)
+    if workload == "istft_short":
+        S = _spectrum(x, **SHORT)
+        return lambda: specux.istft(S, length=x.shape[-1], **SHORT)
     import torch
 
     xt = torch.from_numpy(x).requires_grad_()
+    if workload == "pow_bwd_short":
+        return _backward(lambda a: specux.stft(a, output="power", **SHORT), xt)
     if workload == "mel_bwd":
         kw = dict(sr=16000, n_fft=1024, hop_length=256, n_mels=80)
         return _backward(lambda a: specux.melspectrogram(a, **kw), xt)
@@ -109,11 +123,16 @@ def _specux(workload: str, x):
 def _librosa(workload: str, x):
     import librosa
 
-    if workload in ("mel_bwd", "conv_bwd"):
+    if workload in ("mel_bwd", "conv_bwd", "pow_bwd_short"):
         return None  # no gradients
     if workload == "istft":
         S = _spectrum(x)
         return lambda: librosa.istft(S, n_fft=1024, hop_length=256, length=x.shape[-1])
+    if workload == "stft_short":
+        return lambda: librosa.stft(x, pad_mode="constant", **SHORT)
+    if workload == "istft_short":
+        S = _spectrum(x, **SHORT)
+        return lambda: librosa.istft(S, length=x.shape[-1], **SHORT)
 
     kw = dict(sr=16000, n_fft=1024, hop_length=256, n_mels=80, pad_mode="constant")
     if workload == "mel":
@@ -140,9 +159,23 @@ def _torch(workload: str, x):
     import torch
 
     xt = torch.from_numpy(x)
-    window = torch.hann_window(1024)
     if workload == "cqt":
         return None  # torch has no CQT; nnAudio is GPU-oriented and not installed here
+    if workload.endswith("_short"):
+        short = torch.hann_window(16)
+        if workload == "istft_short":
+            S = torch.from_numpy(_spectrum(x, **SHORT))
+            return lambda: torch.istft(S, 16, 4, window=short, length=x.shape[-1])
+
+        def power(a=xt):
+            return torch.stft(a, 16, 4, window=short, center=True, pad_mode="constant",
+                              return_complex=True).abs().pow(2)  # fmt: skip
+
+        if workload == "stft_short":
+            return lambda: torch.stft(xt, 16, 4, window=short, center=True, pad_mode="constant",
+                                      return_complex=True)  # fmt: skip
+        return _backward(power, xt.requires_grad_())
+    window = torch.hann_window(1024)
     def conv(a, b):  # torchaudio.functional.fftconvolve's formula
         n = a.shape[-1] + b.shape[-1] - 1
         return torch.fft.irfft(torch.fft.rfft(a, n) * torch.fft.rfft(b, n), n)
