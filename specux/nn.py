@@ -251,13 +251,19 @@ class _Module(torch.nn.Module):
         self._register("window", _window64(a["window"], p))
         return p
 
-    def _prepare(self, x: Any) -> tuple[torch.Tensor, torch.dtype]:
-        """``x`` in its compute dtype, and the dtype to hand results back in."""
+    def _tensor(self, x: Any, name: str = "x") -> None:
+        """A module's array inputs are torch tensors (other arrays: the twin, or the
+        function)."""
         if not isinstance(x, torch.Tensor):
             raise TypeError(
-                f"specux.nn.{type(self).__name__} takes a torch.Tensor, got {type(x).__name__}: "
-                f"use specux.{self.twin_class.__name__} (or the function) for other arrays"
+                f"specux.nn.{type(self).__name__} takes a torch.Tensor {name}, got "
+                f"{type(x).__name__}: use specux.{self.twin_class.__name__} (or the function) "
+                "for other arrays"
             )
+
+    def _prepare(self, x: Any) -> tuple[torch.Tensor, torch.dtype]:
+        """``x`` in its compute dtype, and the dtype to hand results back in."""
+        self._tensor(x)
         compute = _COMPUTE.get(x.dtype)
         if compute is None:
             raise TypeError(
@@ -294,6 +300,7 @@ class STFT(_Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(..., L) -> (..., n_freq, n_frames)``, as :func:`specux.stft`."""
+        self._tensor(x)
         window = self.window
         return specux.stft(x, window=window, win_length=window.shape[0], **self._kwargs)
 
@@ -331,6 +338,7 @@ class ISTFT(_Module):
 
     def forward(self, S: torch.Tensor, length: int | None = None) -> torch.Tensor:  # noqa: N803
         """``(..., n_freq, n_frames) -> (..., length)``; ``length`` overrides the configured one."""
+        self._tensor(S, "S")
         length = self._length if length is None else length
         if self._named_window is not None:
             return specux.istft(S, window=self._named_window, length=length, **self._kwargs)
@@ -509,6 +517,7 @@ class Chroma(_Banded):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(..., L) -> (..., n_chroma, n_frames)``, as :func:`specux.chroma`."""
+        self._tensor(x)
         if self._through_function and self._key is None:
             return self.twin(x)
         xc, dtype = self._prepare(x)
@@ -581,6 +590,9 @@ class FFTConvolve(_Module):
                 self._register("kernel", kernel)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+        self._tensor(x)
+        if y is not None:
+            self._tensor(y, "y")
         # (a buffer, or a Parameter once made learnable: module.kernel = nn.Parameter(...))
         kernel = self._buffers.get("kernel", self._parameters.get("kernel"))
         if kernel is None:
@@ -650,6 +662,7 @@ class _ConstantQ(_Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(..., L) -> (..., n_bins, 1 + L // hop_length)``, as the function."""
+        self._tensor(x)
         if self._key is None:
             return self.twin(x)
         xc, dtype = self._prepare(x)

@@ -486,6 +486,20 @@ def test_module_input_and_parameter_errors():
         nn.MelSpectrogram(sr=SR, backend="cpu")
     with pytest.raises(TypeError, match="torch.Tensor"):
         nn.MelSpectrogram(sr=SR, n_fft=256, n_mels=40)(np.zeros(1000))
+    # every module, those that hand other calls to the function too (a numpy x had reached
+    # a device check: "the module's kernel is on cpu but the input is on cpu")
+    signal, kernel = np.zeros(3000), torch.randn(5)
+    for module, args in [
+        (nn.STFT(n_fft=256), (signal,)),
+        (nn.ISTFT(n_fft=256), (np.zeros((129, 4), np.complex64),)),
+        (nn.Chroma(sr=22050, n_fft=256), (signal,)),
+        (nn.FFTConvolve(kernel), (signal,)),
+        (nn.FFTConvolve(kernel), ([0.0] * 10,)),
+        (nn.FFTConvolve(), (signal, np.ones(5))),
+        (nn.FFTConvolve(), (torch.zeros(30), np.ones(5))),
+    ]:
+        with pytest.raises(TypeError, match="takes a torch.Tensor"):
+            module(*args)
     with pytest.raises(TypeError, match="int64"):
         nn.MFCC(sr=SR, n_fft=256, n_mels=40)(torch.zeros(1000, dtype=torch.int64))
     with pytest.raises(ValueError, match="center=False"):
