@@ -178,7 +178,7 @@ def mfcc(
     bank = matrices.mel_spec(
         sr=sr, n_fft=p.n_fft, n_mels=n_mels, fmin=mel_params.get("fmin", 0.0),
         fmax=mel_params.get("fmax"), htk=mel_params.get("htk", False),
-        norm=mel_params.get("mel_norm", "slaney"),
+        norm=mel_params.get("mel_norm", "slaney"), norm_name="mel_norm",
     )  # fmt: skip
     power = _power(mel_params.get("power", 2.0))
     log_spec = _log_bank_spectrogram(call, x, p, w, power, bank)

@@ -455,7 +455,7 @@ class MFCC(_Cepstrum):
         self._stft = p = self._setup_stft(mel)
         bank = matrices.mel_spec(
             sr=a["sr"], n_fft=p.n_fft, n_mels=mel["n_mels"], fmin=mel["fmin"], fmax=mel["fmax"],
-            htk=mel["htk"], norm=mel["mel_norm"],
+            htk=mel["htk"], norm=mel["mel_norm"], norm_name="mel_norm",
         )  # fmt: skip
         self._setup_cepstrum(a, mel, bank, a["n_mfcc"], ("n_mfcc", "n_mels"))
 

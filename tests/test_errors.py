@@ -4,6 +4,7 @@ deterministic mode."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -140,16 +141,43 @@ def test_unknown_window_name(window, x):
         (("kaiser", float("nan")), ValueError),
         (("gaussian", 0.0), ValueError),
         (("gaussian", -1.0), ValueError),
+        (("kaiser", 710.0), ValueError),  # I0(beta) overflows: a NaN window
+        (("kaiser", -1e6), ValueError),
     ],
     ids=repr,
 )
 def test_bad_window_tuple(window, exc, x):
     _raises(exc, "window", specux.stft, x, n_fft=N_FFT, window=window)
+    _raises(exc, "window", specux.chroma, x, sr=8000, n_fft=N_FFT, window=window)
 
 
 def test_window_parameter_tuples_work(x):
-    for window in [("kaiser", 8.0), ("gaussian", 30.0), ("hann",), "hanning", "HANN"]:
-        assert specux.stft(x, n_fft=N_FFT, window=window).shape == (2, 129, 63)
+    for window in [("kaiser", 8.0), ("gaussian", 30.0), ("hann",), "hanning", "HANN",
+                   ("kaiser", 709.0)]:  # fmt: skip
+        S = specux.stft(x, n_fft=N_FFT, window=window)
+        assert S.shape == (2, 129, 63) and np.isfinite(S).all()
+
+
+def test_feature_errors_name_the_callers_parameter(x):
+    """mfcc's mel filter norm is ``mel_norm`` (its ``norm`` is the DCT's), an array norm is
+    refused by name (it had raised numpy's truth-value error), lfcc's default fmax of a
+    sample rate below 2 is called the default, and a constant-Q bank too large or past
+    Nyquist names bins_per_octave / gamma among its remedies."""
+    calls = [functools.partial(specux.mfcc, x, sr=8000, n_fft=64, n_mels=10)]
+    if torch is not None:
+        calls.append(functools.partial(specux.nn.MFCC, sr=8000, n_fft=64, n_mels=10))
+    for call in calls:
+        for bad in (-1, 0, "bad"):
+            _raises(ValueError, "^mel_norm=", call, mel_norm=bad)
+        _raises(ValueError, "norm=array.*for the DCT", call, norm=np.array([1.0, 2.0]))
+    _raises(ValueError, "norm=array.*for the DCT", specux.lfcc, x, sr=8000, n_fft=64,
+            n_filter=10, norm=np.array([1.0, 2.0]))  # fmt: skip
+    _raises(ValueError, "default fmax", specux.lfcc, x, sr=1, n_fft=4, n_filter=3, n_lfcc=3)
+    assert specux.lfcc(x, sr=1, n_fft=4, n_filter=2, n_lfcc=2, fmax=0.5).shape[-2] == 2
+    y = x[0, :2000]
+    _raises(ValueError, "bins_per_octave=1000000000000", specux.cqt, y, sr=22050,
+            bins_per_octave=10**12)  # fmt: skip
+    _raises(ValueError, "gamma=1000000000000.0", specux.vqt, y, sr=22050, gamma=1e12)
 
 
 @pytest.mark.parametrize("lib", LIBS)

@@ -167,19 +167,30 @@ def _band_params(sr: float, fmin: object, fmax: object) -> tuple[float, float]:
     return fmin_, fmax_
 
 
-def _norm_param(norm: object, *, allow_slaney: bool) -> Norm:
+def _norm_param(norm: object, *, allow_slaney: bool, name: str = "norm") -> Norm:
+    """A filterbank's normalization; errors name the caller's parameter (``name``: mfcc's
+    is ``mel_norm``, its ``norm`` being the DCT's)."""
     if norm is None:
         return None
     allowed = ('"slaney", ' if allow_slaney else "") + "None, np.inf or a real p > 0"
     if isinstance(norm, str):
         if allow_slaney and norm == "slaney":
             return norm
-        raise ValueError(f"norm={norm!r} is not supported: must be one of {allowed}")
+        raise ValueError(f"{name}={norm!r} is not supported: must be one of {allowed}")
     if isinstance(norm, numbers.Real) and not isinstance(norm, bool):
         p = float(norm)
         if p > 0:  # also admits inf, rejects nan
             return p
-    raise ValueError(f"norm={norm!r} is not supported: must be one of {allowed}")
+    raise ValueError(f"{name}={norm!r} is not supported: must be one of {allowed}")
+
+
+def dct_norm_param(norm: object) -> str | None:
+    """A DCT's ``norm``: one of DCT_NORMS (an array or other unhashable value is refused by
+    name, not by numpy's truth-value error)."""
+    if not (norm is None or isinstance(norm, str)) or norm not in DCT_NORMS:
+        raise ValueError(f"norm={norm!r} is not supported for the DCT: use 'ortho', 'forward', "
+                         "'backward' or None")  # fmt: skip
+    return norm
 
 
 def _real_dtype(dtype: npt.DTypeLike) -> np.dtype:
@@ -338,6 +349,7 @@ def mel_params(
     fmax: float | None,
     htk: bool,
     norm: Norm,
+    norm_name: str = "norm",
 ) -> tuple:
     sr_ = _positive_param("sr", sr)
     n_fft_ = _int_param("n_fft", n_fft, 1)
@@ -345,7 +357,7 @@ def mel_params(
     _bank_size("n_mels", n_mels_, n_fft_)
     fmin_, fmax_ = _band_params(sr_, fmin, fmax)
     return (sr_, n_fft_, n_mels_, fmin_, fmax_, as_bool("htk", htk),
-            _norm_param(norm, allow_slaney=True))
+            _norm_param(norm, allow_slaney=True, name=norm_name))
 
 
 def mel(
@@ -588,6 +600,10 @@ def linear_params(sr: object, n_fft: object, n_filter: object, fmin: object, fma
     n_filter_ = _int_param("n_filter", n_filter, 1)
     _bank_size("n_filter", n_filter_, n_fft_)
     if fmax is None:  # torchaudio's LFCC default, the top of linear_fbanks' grid
+        if sr_ < 2:
+            raise ValueError(f"sr={sr_} is out of range without an fmax: the default fmax, "
+                             f"sr // 2 = {float(sr_ // 2)}, must be above fmin; pass fmax, at "
+                             f"most sr/2 = {sr_ / 2}")  # fmt: skip
         fmax = float(sr_ // 2)
     fmin_, fmax_ = _band_params(sr_, fmin, fmax)
     return sr_, n_fft_, n_filter_, fmin_, fmax_
@@ -857,19 +873,20 @@ def _constant_q_cached(
     # half the VQT offset.  Past Nyquist the filter would alias.
     cutoff = np.max(freqs * (1 + 0.5 * _window_bandwidth(window) / q) + 0.5 * gamma_)
     if not cutoff <= nyquist:  # (a NaN cutoff too)
+        vqt = "" if gamma is None else f", or lower gamma={gamma} (it adds gamma / 2 to the cutoff)"
         raise ValueError(
             f"Wavelet basis with max frequency={freqs[-1]} would exceed the Nyquist "
             f"frequency={nyquist} (filter cutoff {cutoff:.2f} Hz): reduce fmin={fmin} or "
-            f"n_bins={n_bins}, or raise sr"
+            f"n_bins={n_bins}, or raise sr{vqt}"
         )
 
     longest = float(np.max(lengths))
     if not longest * n_bins <= _LARGEST_BANK:
         raise ValueError(
             f"fmin={fmin} (tuned to {freqs[0]:.6g} Hz with tuning={tuning}) needs filters of "
-            f"{longest:.4g} samples at sr={sr} and filter_scale={filter_scale}: n_bins={n_bins} "
-            f"of them exceed the {_LARGEST_BANK} values constant_q builds; raise fmin or "
-            "lower filter_scale"
+            f"{longest:.4g} samples at sr={sr}, bins_per_octave={bins_per_octave} and "
+            f"filter_scale={filter_scale}: n_bins={n_bins} of them exceed the {_LARGEST_BANK} "
+            "values constant_q builds; raise fmin, or lower bins_per_octave or filter_scale"
         )
     max_len = int(np.ceil(longest))
     check_memory("fmin", fmin, 2 * n_bins * max_len,  # complex128: two float64s a tap
@@ -1074,10 +1091,7 @@ def dct(
             f"n_filters={n_filters_} is out of range: must satisfy "
             f"1 <= n_filters <= n_input = {n_input_}"
         )
-    if norm not in DCT_NORMS:
-        raise ValueError(
-            f"norm={norm!r} is not supported: must be None, 'backward', 'ortho' or 'forward'"
-        )
+    norm = dct_norm_param(norm)
     norm_ = None if norm == "backward" else norm
     return _dct_cached(n_filters_, n_input_, int(dct_type), norm_, _real_dtype(dtype))
 

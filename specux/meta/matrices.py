@@ -163,9 +163,10 @@ def _memoized(builder):
 
 
 @_memoized
-def mel_spec(*, sr, n_fft, n_mels, fmin, fmax, htk, norm) -> MatrixSpec:
+def mel_spec(*, sr, n_fft, n_mels, fmin, fmax, htk, norm, norm_name="norm") -> MatrixSpec:
+    """``norm_name``: the caller's name for ``norm`` in errors (mfcc's ``mel_norm``)."""
     sr, n_fft, n_mels, fmin, fmax, htk, norm = filters.mel_params(
-        sr, n_fft, n_mels, fmin, fmax, htk, norm
+        sr, n_fft, n_mels, fmin, fmax, htk, norm, norm_name
     )
     return MatrixSpec.of(
         "mel", sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax, htk=htk, norm=norm
@@ -199,9 +200,7 @@ def dct_spec(*, n_out, n_in, dct_type, norm, lifter, out_name="n_mfcc",
     dct_type = as_int("dct_type", dct_type)
     if dct_type not in filters.DCT_TYPES:
         raise ValueError(f"dct_type={dct_type} is not supported: use 1, 2, 3 or 4")
-    if norm not in filters.DCT_NORMS:
-        raise ValueError(f"norm={norm!r} is not supported for the DCT: use 'ortho', 'forward', "
-                         "'backward' or None")  # fmt: skip
+    norm = filters.dct_norm_param(norm)
     n_in = as_int(bands_name, n_in, minimum=1)
     if dct_type == 1 and n_in < 2:
         raise ValueError(f"{bands_name}={n_in} is out of range: dct_type=1 needs at least 2 bands")

@@ -55,6 +55,9 @@ _WINDOW_ALIASES = {
     "gss": "gaussian",
 }
 PARAMETRIC_WINDOWS = ("kaiser", "gaussian")
+# The largest kaiser beta whose window is finite: numpy's i0(beta), the window's divisor,
+# overflows float64 between 709.78 and 709.79 (an all-NaN window; scipy's too).
+KAISER_BETA_MAX = 709.0
 
 
 def _describe(value: Any) -> str:
@@ -279,6 +282,10 @@ def window_spec(value: Any) -> WindowSpec:
         parameter = as_float(f"window[1] ({key} parameter)", value[1])
         if key == "gaussian" and not parameter > 0:
             raise ValueError(f"window={value!r}: the gaussian std must be > 0")
+        if key == "kaiser" and not abs(parameter) <= KAISER_BETA_MAX:
+            # I0(beta) overflows float64 past ~709.78: the window would be NaN (scipy's is)
+            raise ValueError(f"window={value!r}: the kaiser beta must be at most "
+                             f"{KAISER_BETA_MAX} in magnitude")  # fmt: skip
         # (the key is a string: a parameter traced as a symbol becomes its value)
         return WindowSpec(key, static_scalar(parameter))
     return WindowSpec("array")
