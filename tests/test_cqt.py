@@ -301,6 +301,36 @@ def test_definition_is_librosas_full_rate_response(chirp, name, kwargs):
         assert half < CQT_TOLERANCES["half_spectrum_vqt"]
 
 
+@pytest.mark.parametrize("window", ["boxcar", "hamming", "hann"])
+def test_a_filter_filling_its_fft_keeps_its_first_tap_where_it_is(window):
+    """librosa's full-rate product multiplies spectra of n_fft points (the longest filter's
+    length rounded up to a power of two), which is circular: a filter of exactly n_fft taps
+    (here 1023.5 samples: taps -512 .. 511 around its centre, n_fft 1024) has its tap at
+    -512 applied to the sample 512 before the frame's centre by the definition, and at the
+    other end of the frame by that product. specux sums every tap where it lies (the brute
+    force sum). With hann the tap is 0 and the two agree; with a window nonzero there they
+    differ (docs/api.md, measured 6.5e-3 of the peak with hamming, 5.0e-2 with boxcar)."""
+    alpha = float(_twelve_tone_alpha())
+    fmin = SR / alpha / 1023.5  # the first (longest) filter 1023.5 samples long
+    y = np.random.default_rng(3).standard_normal(8000)
+    spec = cqt_spec(sr=SR, hop_length=64, fmin=fmin, n_bins=12, window=window)
+    ours = cpu_cqt.cqt(y, spec, "constant")
+    assert rel_peak(ours, brute_force_cqt(y, spec, "constant")) < CQT_TOLERANCES["direct64"]
+    theirs = rel_peak(ours, librosa_full_rate(y, sr=SR, hop_length=64, fmin=fmin, n_bins=12,
+                                              window=window))  # fmt: skip
+    if window == "hann":
+        assert theirs < CQT_TOLERANCES["full_rate64"]
+    else:
+        assert theirs > 1e-3
+
+
+def _twelve_tone_alpha():
+    """alpha of the default 12 bins an octave (the first of relative_bandwidth's values)."""
+    from specux.meta.filters import relative_bandwidth
+
+    return relative_bandwidth(100.0 * 2.0 ** (np.arange(12) / 12))[0]
+
+
 @pytest.mark.parametrize("kind", ["cqt", "vqt"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_librosa_cqt_and_vqt_agree_to_documented_tolerance(chirp, kind, dtype):
