@@ -29,9 +29,9 @@ hann, hamming, blackman, bartlett, boxcar and the kaiser / gaussian tuples (``"t
 ``fmax``, ``n_mels``, ``n_mfcc`` or ``power`` of 0, a float window (scipy's kaiser beta), a
 real ``stft_matrix`` (a TypeError) or one whose bins do not match ``n_fft`` in :func:`istft`, and
 :func:`cqt`'s ``norm=0``. Those messages name specux's parameters (``x`` for ``y``), except
-the TypeError for a ``y`` that is not an array. :func:`istft` raises ``ValueError`` where
-the window-sum-square envelope vanishes (NOLA fails) instead of leaving those samples
-unnormalized.
+the TypeError for a ``y`` that is not an array. :func:`istft` leaves the samples where the
+window-sum-square envelope vanishes unnormalized, as librosa does (``specux.istft``'s
+``nola="keep"``; ``specux.istft`` itself raises there).
 """
 
 from __future__ import annotations
