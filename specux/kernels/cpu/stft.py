@@ -214,9 +214,9 @@ _PADDED_COPY_BYTES = 1 << 18
 # _TASK_BYTES takes its neighbours up to that size, or more while _MIN_TASKS tasks remain, up
 # to _CHUNK_BYTES. 10 ** 5 signals of 16 samples had made 10 ** 5 tasks of a few numpy calls
 # each: stft 6.2 s, istft 13.4 s and the power spectrogram's backward 35.8 s on the 2-core
-# development VM (torch 0.4-0.5 s for the last, forward included); 0.05, 0.09 and 0.24 s
-# (forward included) in tasks of rows. The
-# tasks depend on the shape only, as the blocks do.
+# development VM (torch 0.4-0.5 s for the last, forward included); in tasks of rows 0.05,
+# 0.09 and 0.24 s (bench/cpu.py's *_short workloads). The tasks depend on the shape only,
+# as the blocks do.
 _TASK_BYTES = 1 << 18
 _MIN_TASKS = 256
 
@@ -226,6 +226,8 @@ def row_ranges(rows: int, row_bytes: int) -> list[tuple[int, int]]:
     row_bytes = max(row_bytes, 1)
     per = max(1, min(_CHUNK_BYTES // row_bytes, max(rows // _MIN_TASKS, _TASK_BYTES // row_bytes)))
     return [(r, min(rows, r + per)) for r in range(0, rows, per)]
+
+
 _scratch = threading.local()
 
 
