@@ -344,7 +344,12 @@ def test_istft_nola_failure_raises_on_cuda_too():
 def test_istft_nola_keep_matches_cpu(dtype, n_fft, hop, center):
     """istft(nola="keep"), librosa's rule where the envelope vanishes (the reciprocal table
     holds 1 there): the fused kernel (n_fft 256), the unfused gather (255), gaps between
-    frames 300 apart; a named and an array window; the gradient in float64."""
+    frames 300 apart; a named and an array window; the gradient in float64. Next to a zero
+    of the envelope the division magnifies rounding (an envelope of 2e-8 beside hann's
+    zero), so float32 is held to the float64 result within float32_vs_numpy times the CPU
+    backend's own float32 error there (the CUDA and CPU float32 results differed by 1.5e-4
+    to 4.1e-4 of the peak on an H100: the 1e-5 bound of well-conditioned outputs does not
+    apply), and float64 to the CPU's."""
     x = _signal((2, 3000), seed=9).to(dtype)
     S = specux.stft(x, n_fft, hop, center=center)
     w = _window(n_fft, dtype=dtype)
@@ -353,9 +358,18 @@ def test_istft_nola_keep_matches_cpu(dtype, n_fft, hop, center):
         got = specux.istft(S.to(DEVICE), n_fft, hop, window=on_device, center=center,
                            nola="keep")  # fmt: skip
         ref = specux.istft(S, n_fft, hop, window=window, center=center, nola="keep")
-        assert_matches_cpu(got, ref, what=f"{dtype} {n_fft} {hop}")
-        if not center:
-            assert (got[..., 0] == 0).all()
+        if dtype == torch.float64:
+            assert_matches_cpu(got, ref, what=f"{n_fft} {hop}")
+        else:
+            wide = window if isinstance(window, str) else window.double()
+            ref64 = _host(specux.istft(S.to(torch.complex128), n_fft, hop, window=wide,
+                                       center=center, nola="keep"))  # fmt: skip
+            theirs = max(rel_peak(_host(ref), ref64), TOLERANCES["float32_floor"])
+            assert rel_peak(_host(got), ref64) <= TOLERANCES["float32_vs_numpy"] * theirs
+        if not center:  # the overlap-add of hann's zero: 0 up to rounding on the GPU
+            peak = float(ref.abs().max())
+            bound = F64_REL if dtype == torch.float64 else F32_REL
+            assert float(got[..., 0].abs().max()) <= bound * peak
     if dtype == torch.float64:
         S64 = S[:1, :, :12].to(DEVICE).requires_grad_(True)
         assert torch.autograd.gradcheck(
