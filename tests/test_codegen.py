@@ -392,7 +392,9 @@ def test_register_bound_of_the_radix_16_block_kernels():
 
     def source(n, precision="float32", **kw):
         load = plan.LoadSpec(frames=kw.pop("frames", ""))
-        store = plan.StoreSpec(reduce=kw.pop("reduce", ""))
+        reduce = kw.pop("reduce", "")
+        store = plan.StoreSpec(reduce=reduce, bins=n + 1 if reduce else 0,
+                               bands=80 if reduce else 0)  # fmt: skip
         spec = plan.block(n, -1, precision, load, store, **kw)
         return spec, render(spec, CUDA)[0]
 
@@ -431,7 +433,8 @@ def test_warp_local_transforms_exchange_under_the_warp_barrier():
     framed = plan.LoadSpec(frames="reflect", mode="real")
     warp, block = "__syncwarp", "__syncthreads"
     # n_fft 1024, the mel kernel: radices (16, 16, 2), 32 threads, untangled in registers
-    assert barriers(512, framed, plan.StoreSpec(mode="half", reduce="bank"), pack="r2c") == (
+    assert barriers(512, framed, plan.StoreSpec(mode="half", reduce="bank", bins=513, bands=80),
+                    pack="r2c") == (
         32, True, [warp, warp, warp, block])
     assert barriers(512, framed, plan.StoreSpec(mode="half"), pack="r2c") == (
         32, True, [warp, warp, warp])

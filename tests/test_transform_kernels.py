@@ -774,7 +774,7 @@ def test_fused_reduce_groups(n_fft, hop, frames, n_bands, rng):
     p = _params(n_fft, hop, True, "reflect")
     load = plan.LoadSpec(plan.USER, "real", "float32", frames="constant", window=True)
     store = plan.StoreSpec(plan.USER, "half", "float32", logical=n_fft, value="power",
-                           reduce="bank", bins=p.n_freq)  # fmt: skip
+                           reduce="bank", bins=p.n_freq, bands=n_bands)  # fmt: skip
     spec = plan.block(n_fft // 2, -1, "float32", load, store, pack="r2c")
     assert reduce_frames(spec.per_block) == frames
     x = rng.standard_normal((2, 3 * n_fft)).astype(np.float32)

@@ -528,7 +528,7 @@ def _stft_program(n, framing, signals, onesided, value, eps, scale, precision, s
             raise ValueError("a filterbank reduce needs the one-sided spectrum")
         value = _bank_value(bank.exponent)
         reduce = dict(reduce="bank_db" if bank.db_factor is not None else "bank",
-                      bins=n // 2 + 1)  # fmt: skip
+                      bins=n // 2 + 1, bands=bank.n_bands)  # fmt: skip
         outs = _rows(bank.n_bands)
     store = StoreSpec(USER, mode, dst_storage, scaled=scale != 1.0, logical=n, value=value,
                       **reduce)  # fmt: skip

@@ -142,9 +142,13 @@ class StoreSpec:
     value: str = "complex"
     # reduce "bank" / "bank_db": the first ``bins`` values go to shared memory instead, and a
     # sparse filterbank (launch-time band table and weights) reduces them into the output
-    # (in dB: factor * log10(max(s, eps))) -- block kernels only.
+    # (in dB: factor * log10(max(s, eps))) -- block kernels only. ``bands``: the bank's band
+    # count, compiled in (the launch argument n_bands must equal it): the loop's bounds and
+    # the bin-major weights' stride are constants, so its unrolled weight loads address by
+    # immediate offsets instead of a 64-bit add each.
     reduce: str = ""
     bins: int = 0
+    bands: int = 0
     # value "adjoint" with ``expand`` > 0: the factors F are a filterbank's transpose applied
     # to launch-time rows G of ``n_bands`` values (F = bank^T G, through the bank tables of the
     # transpose), the backward of a filterbank spectrogram in one kernel. ``expand``: the most

@@ -1006,22 +1006,27 @@ def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
     are the same for every transform of a block, so this reads each once per group instead
     of once per transform, and the loop's index arithmetic is shared as well; the kernel
     is bound by its instruction issue (ncu, docs/benchmarks.md). Each band's bins are
-    summed in order, as the bank gather kernel sums them."""
+    summed in order, as the bank gather kernel sums them. The band count is compiled in
+    (``StoreSpec.bands``): the loop's bounds and the bin-major weights' stride are
+    constants, so the unrolled weight loads take immediate offsets from one pointer."""
     out_t = _storage_type(spec.store.storage, "real")
     frames = reduce_frames(spec.per_block)
     groups = spec.per_block // frames
     stride = spec.store.bins  # between the slots' values in pw
+    n_bands = spec.store.bands
+    if n_bands < 1:
+        raise ValueError(f"a filterbank reduce needs its band count (store.bands), got {n_bands}")
     lines = [
         f"    {barrier}  // every value of the block is in shared memory",
-        f"    for (int i = tid; i < {groups} * (int)n_bands; i += {spec.block_threads}) {{",
-        "        const int c = i / (int)n_bands, m = i - c * (int)n_bands;  // group, band",
+        f"    for (int i = tid; i < {groups * n_bands}; i += {spec.block_threads}) {{",
+        f"        const int c = i / {n_bands}, m = i - c * {n_bands};  // group, band",
         f"        {BAND_RECORD}",
         "        const band_t band = ((const band_t*)bands)[m];",
-        "        const real_t* weight = (const real_t*)weights + m;  // bin-major",
+        "        const real_t* weight = (const real_t*)weights + m;  // bin-major: k at k * bands",
         f"        const real_t* values = pw + c * {frames * stride} + band.first;",
         *[f"        real_t acc{f} = (real_t)0;" for f in range(frames)],
-        "        for (int k = 0; k < band.count; ++k) {",
-        "            const real_t w = weight[k * n_bands];",
+        f"        for (int k = 0; k < band.count; ++k, weight += {n_bands}) {{",
+        "            const real_t w = *weight;",
         *[f"            acc{f} += w * values[k + {f * stride}];" for f in range(frames)],
         "        }",
     ]
