@@ -681,6 +681,9 @@ def _raw_cases():
         (ops.stft, (*stft[:4], 0, *stft[5:]), ValueError, "hop_length=0"),
         (ops.stft, (*stft[:2], "hanning", *stft[3:]), ValueError, "window_name='hanning'"),
         (ops.stft, (*stft[:2], "kaiser", *stft[3:]), ValueError, "window_name='kaiser'"),
+        # the window parameters window_spec refuses, through the op's key too
+        (ops.stft, (*stft[:2], "kaiser:1000000.0", *stft[3:]), ValueError, "kaiser beta"),
+        (ops.stft, (*stft[:2], "gaussian:-1.0", *stft[3:]), ValueError, "gaussian std"),
         (ops.stft, (x, torch.ones(60, dtype=F64), "array", *stft[3:]), ValueError,
          r"window has shape \(60,\), expected \(64,\)"),
         (ops.stft, (*stft[:7], "bogus", *stft[8:]), ValueError, "pad_mode='bogus'"),

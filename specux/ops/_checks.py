@@ -29,6 +29,7 @@ from specux.meta.params import (
     as_float,
     as_int,
     axes,
+    check_window_parameter,
     stft_params,
 )
 
@@ -90,7 +91,8 @@ def _stft(op: str, window, window_name: str, n_fft, hop_length, win_length, cent
                          f"(one of {WINDOW_NAMES}, or '<name>:<parameter>' for "
                          f"{PARAMETRIC_WINDOWS}) and no window tensor is given")  # fmt: skip
     if parameter:
-        as_float("window parameter", _spec(op, "window_name", parameter, float))
+        value = as_float("window parameter", _spec(op, "window_name", parameter, float))
+        check_window_parameter(name, value, f"specux::{op}: window_name={window_name!r}")
 
 
 def _eps(op: str, eps) -> None:
