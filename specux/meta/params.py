@@ -249,15 +249,16 @@ class WindowSpec:
         return WindowSpec(name, float(parameter) if parameter else 0.0)
 
 
-def check_window_parameter(key: str, parameter: float, shown: str) -> None:
+def check_window_parameter(key: str, parameter: float, shown: Callable[[], str]) -> None:
     """A parametric window's parameter (a float), for :func:`window_spec` and the ops' window
     keys alike: the gaussian std > 0; the kaiser beta within KAISER_BETA_MAX in magnitude
     (past ~709.78 numpy's I0(beta) overflows and the window would be NaN, as scipy's is).
-    ``shown``: how the caller names it in the error."""
+    ``shown()``: how the caller names it in the error, built only then (a parameter traced
+    by torch.compile cannot be formatted)."""
     if key == "gaussian" and not parameter > 0:
-        raise ValueError(f"{shown}: the gaussian std must be > 0")
+        raise ValueError(f"{shown()}: the gaussian std must be > 0")
     if key == "kaiser" and not abs(parameter) <= KAISER_BETA_MAX:
-        raise ValueError(f"{shown}: the kaiser beta must be at most {KAISER_BETA_MAX} in "
+        raise ValueError(f"{shown()}: the kaiser beta must be at most {KAISER_BETA_MAX} in "
                          "magnitude")  # fmt: skip
 
 
@@ -292,7 +293,7 @@ def window_spec(value: Any) -> WindowSpec:
                 f"window={value!r} is not supported: parametric windows are {PARAMETRIC_WINDOWS}"
             )
         parameter = as_float(f"window[1] ({key} parameter)", value[1])
-        check_window_parameter(key, parameter, f"window={value!r}")
+        check_window_parameter(key, parameter, lambda: f"window={value!r}")
         # (the key is a string: a parameter traced as a symbol becomes its value)
         return WindowSpec(key, static_scalar(parameter))
     return WindowSpec("array")

@@ -92,7 +92,7 @@ def _stft(op: str, window, window_name: str, n_fft, hop_length, win_length, cent
                          f"{PARAMETRIC_WINDOWS}) and no window tensor is given")  # fmt: skip
     if parameter:
         value = as_float("window parameter", _spec(op, "window_name", parameter, float))
-        check_window_parameter(name, value, f"specux::{op}: window_name={window_name!r}")
+        check_window_parameter(name, value, lambda: f"specux::{op}: window_name={window_name!r}")
 
 
 def _eps(op: str, eps) -> None:
