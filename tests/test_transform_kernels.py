@@ -708,6 +708,9 @@ def test_ola_frames():
     assert not transform_exec.istft_fusable(1025, 256, "float32", True, 626, 160000)
     assert transform_exec.istft_fusable(1024, 64, "float32", True, 2501, 160000)
     assert not transform_exec.istft_fusable(1024, 256, "float32", True, 2**23, 2**31)
+    # frames up to 2 ** 31 and a short length: the last block's positions would pass 2 ** 31
+    assert not transform_exec.istft_fusable(1024, 1000, "float32", True, 2147481, 600)
+    assert transform_exec.istft_fusable(1024, 1000, "float32", True, 2147000, 600)
 
 
 @pytest.mark.parametrize("power, db", [(2.0, False), (1.0, True), (1.5, False)])
