@@ -362,7 +362,7 @@ def test_staged_layout_spreads_the_transfers_over_the_banks():
     with the fewest modeled wavefronts of transfers and exchanges together."""
     load, store = plan.LoadSpec(mode="hermitian"), plan.StoreSpec(ola_hop=256)
     spec = plan.block(512, 1, "float32", load, store, load_staged=True, pack="c2r")
-    assert (spec.radices, spec.threads, spec.per_block) == ((8, 8, 8), 64, 8)
+    assert (spec.radices, spec.threads, spec.per_block) == ((16, 16, 2), 32, 8)  # a warp each
     transfers = plan._transfer_accesses(512, spec.threads, spec.per_block)
     ideal = transfers[3] * 2  # 32 lanes x 8 bytes: two wavefronts a group
     assert plan._wavefronts(transfers, 512, "float32", 4, 0) == 4 * ideal

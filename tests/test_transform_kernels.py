@@ -397,7 +397,8 @@ def test_fused_adjoint_overlap_add_needs_a_block_of_frames():
     assert not fusable(1023, 256, 511, "float32", 626, 160000)  # no packed kernel
     assert not fusable(1024, 256, 512, "float32", 2**23, 2**31)  # seam indices past 2 ** 31
     # the float32 adjoint kernel keeps registers for 3 blocks of 512 threads an SM (a reflect
-    # padding's took 46 registers, 2 blocks, unbounded); the istft's for 4 (a full SM)
+    # padding's took 46 registers, 2 blocks, unbounded); the istft's (greedy radices 16, 16,
+    # 2: one warp a frame) for 4 of 256 threads, as the plain radix-16 kernels
     from specux.kernels import fft_exec
     from specux.kernels.fft_exec import _adjoint_ola_spec, _ola_spec
 
@@ -407,9 +408,14 @@ def test_fused_adjoint_overlap_add_needs_a_block_of_frames():
     small = _adjoint_ola_spec(64, 16, "float32", "float32", "float32", True, False, "indexed", 2)
     assert small.block_threads < 256 and small.min_blocks == 1
     istft = _ola_spec(1024, 256, "float32", "float32", "float32", True, True)
-    assert (istft.block_threads, istft.min_blocks) == (512, 4)
+    assert (istft.radices, istft.block_threads, istft.min_blocks) == ((16, 16, 2), 256, 4)
+    assert adjoint.radices == (8, 8, 8)  # even_radices: the cotangent + c2r chain's bits
+    # shorter (blocks of 16 threads ran slower) and float64 istfts keep even_radices
+    assert _ola_spec(64, 16, "float32", "float32", "float32", True, True).radices == (8, 4)
+    assert _ola_spec(1024, 256, "float64", "float64", "float64", True, True).radices == (8, 8, 8)
     assert _ola_spec(1024, 256, "float64", "float64", "float64", True, True).min_blocks == 1
-    # one condition (fft_exec.ola_fusable) for both kernels: the same frames a block
+    # one condition (fft_exec.ola_fusable) for both kernels: the same frames a block, though
+    # the istft's radices (so its threads a frame) may differ from the adjoint's
     for n_fft, hop, precision in [(1024, 256, "float32"), (1024, 61, "float32"),
                                   (1024, 60, "float32"), (16, 5, "float64"), (400, 7, "float64"),
                                   (512, 128, "float64"), (18, 7, "float32")]:  # fmt: skip
@@ -577,9 +583,11 @@ def test_emulated_istft_overlap_add(length, rng):
 
 
 # (n_fft, hop, frames, length): hops that do not divide n_fft, a few frames of one block, many
-# blocks, a hop that needs more frames a block (n_fft / hop = 16: 15), output past the frames.
+# blocks, a hop that needs more frames a block (n_fft / hop = 16: 15), output past the frames,
+# and n_fft 1024, whose float32 frames take a warp each (radices 16, 16, 2: warp barriers
+# between the stages, the block's around the staged loads and the overlap-add).
 FUSED_ISTFT_CASES = [(16, 4, 50, None), (16, 5, 61, 290), (16, 5, 61, 400), (18, 6, 3, None),
-                     (64, 4, 76, None), (32, 12, 40, 500)]  # fmt: skip
+                     (64, 4, 76, None), (32, 12, 40, 500), (1024, 256, 19, None)]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", FUSED_ISTFT_CASES)

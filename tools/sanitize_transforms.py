@@ -65,10 +65,13 @@ for dtype in (torch.float32, torch.float64, torch.float16):
         specux.cqt(xg, sr=16000, hop_length=256, n_bins=24, fmin=200.0).abs().sum().backward()
         Sg = S.clone().requires_grad_(True)
         specux.istft(Sg, n_fft=512, hop_length=128).sum().backward()
-        # the c2r of n_fft 1024 (512-point packed, radices 8, 8, 8: plan.even_radices) and
-        # a window tensor's envelope
+        # the istft of n_fft 1024 (512-point packed; float32: radices 16, 16, 2, a warp a
+        # frame, warp barriers between stages; float64: 8, 8, 8; plan.block), from the
+        # stft's frame-major memory and, with staged loads, from a bins-major copy; a window
+        # tensor's envelope
         S2 = specux.stft(x, n_fft=1024, hop_length=256)
-        specux.istft(S2, n_fft=1024, hop_length=256, window=torch.hann_window(
-            1024, dtype=dtype, device="cuda") + 0.1)  # fmt: skip
+        for spectrum in (S2, S2.contiguous()):
+            specux.istft(spectrum, n_fft=1024, hop_length=256, window=torch.hann_window(
+                1024, dtype=dtype, device="cuda") + 0.1)  # fmt: skip
 torch.cuda.synchronize()
 print("sanitize workload done")

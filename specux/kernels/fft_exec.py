@@ -411,12 +411,13 @@ def ola_fusable(n: int, hop: int, precision: str) -> bool:
     """Whether ``n``-point frames ``hop`` apart are overlap-added in their block kernel: the
     istft's c2r kernel (:func:`istft_1d`) and the fused stft adjoint (:func:`stft_1d`'s
     ``ola``) alike -- an even smooth length whose half fits a block (:func:`adjoint_fusable`),
-    and a hop with which plan.ola_frames finds a block of frames (both kernels take
-    plan.even_radices, so the same threads a frame)."""
+    and a hop with which plan.ola_frames finds a block of frames for both (their radices,
+    so their threads a frame, may differ: plan.block)."""
     if not adjoint_fusable(n, precision):
         return False
     try:
         _ola_spec(n, hop, precision, precision, precision, False, False)
+        _adjoint_ola_spec(n, hop, precision, precision, precision, False, False, "constant", 0)
     except ValueError:
         return False
     return True

@@ -555,10 +555,19 @@ def block(
     :func:`even_radices`: with them, on the H200 (CUDA graph replays, docs/benchmarks.md),
     istft 0.251 -> 0.223 ms and mel forward + backward 0.517 -> 0.456. The forward kernels
     keep the greedy radices, with which they ran faster (stft_p 0.088 vs 0.098 ms: the r2c
-    untangle stays in registers only while the last stage has a butterfly pair per thread)."""
+    untangle stays in registers only while the last stage has a butterfly pair per thread),
+    and so does the float32 istft's c2r kernel with its overlap-add from ISTFT_GREEDY_MIN
+    points, which no chain has to equal bit for bit. Graph replays on an H100 (old / new
+    twice, the 39th session): n_fft 1024 (16, 16, 2 for 8, 8, 8: a warp a frame) 0.137 ->
+    0.128 ms, n_fft 768 (16, 12, 2 for 8, 8, 6) 0.154 -> 0.143, but n_fft 64 (16, 2 for 8,
+    4: blocks of 16 threads) 0.145 -> 0.222, so shorter ones keep even_radices; float64 was
+    not timed and keeps them too."""
     if twist and not store_staged:
         raise ValueError("a four-step twist kernel stores staged (its twiddles are per row)")
-    even = pack == "c2r" or store.value in ("adjoint", "cotangent", "convolve")
+    istft_ola = (pack == "c2r" and bool(store.ola_hop) and precision == "float32"
+                 and n >= ISTFT_GREEDY_MIN)  # fmt: skip
+    even = (pack == "c2r" and not istft_ola) or store.value in ("adjoint", "cotangent",
+                                                                 "convolve")  # fmt: skip
     radices = even_radices(n) if even else stage_radices(n)
     if radices is None or not block_fits(n, precision):
         raise ValueError(f"{n} points do not fit one block in {precision}")
@@ -627,6 +636,7 @@ def expand_count(width: int) -> int:
 
 OLA_FRAMES = 8  # the fewest frames of an overlap-add block kernel
 OLA_THREADS_PER_SM = 1536  # the float32 fused adjoint's register bound (BlockSpec.min_blocks)
+ISTFT_GREEDY_MIN = 256  # the shortest float32 istft c2r half-length on greedy radices (block)
 ISTFT_THREADS_PER_SM = 2048  # the float32 istft kernel's (32 registers a thread)
 OLA_SHARED = 100 * 1024  # its most shared memory
 
