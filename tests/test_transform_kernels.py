@@ -412,8 +412,8 @@ def test_fused_adjoint_overlap_add_needs_a_block_of_frames():
     assert adjoint.radices == (8, 8, 8)  # even_radices: the cotangent + c2r chain's bits
     # shorter (blocks of 16 threads ran slower) and float64 istfts keep even_radices
     assert _ola_spec(64, 16, "float32", "float32", "float32", True, True).radices == (8, 4)
-    assert _ola_spec(1024, 256, "float64", "float64", "float64", True, True).radices == (8, 8, 8)
-    assert _ola_spec(1024, 256, "float64", "float64", "float64", True, True).min_blocks == 1
+    istft64 = _ola_spec(1024, 256, "float64", "float64", "float64", True, True)
+    assert (istft64.radices, istft64.min_blocks) == ((8, 8, 8), 1)
     # one condition (fft_exec.ola_fusable) for both kernels: the same frames a block, though
     # the istft's radices (so its threads a frame) may differ from the adjoint's
     for n_fft, hop, precision in [(1024, 256, "float32"), (1024, 61, "float32"),

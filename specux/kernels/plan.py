@@ -512,7 +512,9 @@ class BlockSpec:
         the overlap-add (radix <= 8 stages) is bounded to ISTFT_THREADS_PER_SM, a full SM:
         it took 32 registers unbounded until its block's signal and frame became a 32-bit
         division at its start (39 registers, 3 blocks an SM, then); bounded to 3 blocks it
-        had run slower (0.146 ms vs 0.138). Blocks of fewer than 256 threads (n_fft below
+        had run slower (0.146 ms vs 0.138); on the greedy radices (``block``: float32 from
+        ISTFT_GREEDY_MIN points) its first stage is radix 16 and it takes the plain kernels'
+        rule below, as timed. Blocks of fewer than 256 threads (n_fft below
         512) keep the compiler's choice: their bound would ask for more blocks an SM than
         the 32 it runs. A spec with ``bound`` set (autotuning, kernels.tuning) takes it."""
         if self.bound:
