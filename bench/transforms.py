@@ -49,8 +49,11 @@ SPECUX_BENCH_TRACEBACK=1); 2 without a CUDA GPU (or on bad arguments).
 after two warm-up calls on a side stream, torch's recipe): the GPU time without the host's
 per-call cost (Python, torch's dispatcher and autograd engine), which at these sizes exceeds
 the kernels' time for the fwd+bwd rows; ``first ms`` and ``scratch`` stay the eager call's. A
-contender that cannot be captured (one that waits for the device inside the call, as
-torch.istft's window check does) shows the capture's error.
+peer that cannot be captured (one that waits for the device inside the call, as
+torch.istft's window check does) is timed eagerly instead, and so is specux for that row's
+ratio: ``peer ms`` is then the peer's eager time, ``specux ms`` stays the graph replay's,
+and ``notes`` says so with specux's eager time (the ratio is eager / eager). specux itself
+must capture: its failure is an error.
 
     python bench/transforms.py                         # every workload, forward (+ mel_bwd)
     python bench/transforms.py --only mel,stft_c --backward --json out.json --plot out.png
@@ -391,9 +394,14 @@ class Result:
     out: Any = None
     error: str | None = None  # exception class name
     reason: str | None = None  # its message, first line
+    uncaptured: str | None = None  # why --graph timed this contender eagerly
 
 
-def _measure(run: Callable[[dict], Any], inputs: dict, args, device: str) -> Result:
+def _measure(run: Callable[[dict], Any], inputs: dict, args, device: str, *,
+             eager_fallback: bool = False, capture: Callable = graphed) -> Result:  # fmt: skip
+    """One contender's first call, scratch and median time (graph replays with ``--graph``;
+    with ``eager_fallback``, a contender whose capture fails is timed eagerly and
+    ``uncaptured`` says why)."""
     res = Result()
     try:
         res.first_ms, out = _first_call(lambda: run(inputs), device)
@@ -401,7 +409,14 @@ def _measure(run: Callable[[dict], Any], inputs: dict, args, device: str) -> Res
         res.scratch_mb, res.out = _scratch_call(lambda: run(inputs), device)
         timed = lambda: run(inputs)  # noqa: E731
         if args.graph:
-            timed = graphed(timed)
+            try:
+                timed = capture(timed)
+            except Exception as exc:  # noqa: BLE001 - reported in the row
+                if not eager_fallback:
+                    raise
+                first = (str(exc).strip().splitlines() or [""])[0][:200]
+                res.uncaptured = f"{type(exc).__name__}: {first}"
+                _sync(device)
         res.ms = median_ms(timed, args.warmup, args.repeats, args.calls, device)
     except Exception as exc:  # noqa: BLE001 - a benchmark row, not a crash
         res.error = type(exc).__name__
@@ -413,7 +428,8 @@ def _measure(run: Callable[[dict], Any], inputs: dict, args, device: str) -> Res
     return res
 
 
-def _run_case(case: Case, backward: bool, args, device: str) -> list[Row]:
+def _run_case(case: Case, backward: bool, args, device: str,
+              capture: Callable = graphed) -> list[Row]:  # fmt: skip
     import torch
 
     mode = "fwd+bwd" if backward else "fwd"
@@ -426,7 +442,7 @@ def _run_case(case: Case, backward: bool, args, device: str) -> list[Row]:
         return _forward_backward(run, inputs, case.grad, view) if backward else run
 
     # specux first, then each peer; every measurement in this process.
-    ours = _measure(prepare(case.ours, case.view_ours), inputs, args, device)
+    ours = _measure(prepare(case.ours, case.view_ours), inputs, args, device, capture=capture)
     if ours.out is not None and not backward and case.view_ours is not None:
         with torch.no_grad():
             ours.out = case.view_ours(ours.out)
@@ -434,6 +450,14 @@ def _run_case(case: Case, backward: bool, args, device: str) -> list[Row]:
     label = case.name if (backward == case.backward) else f"{case.name}+bwd"
     target = TARGET_MS.get(case.name) if backward == case.backward else None
     rows = []
+    ours_eager: list[Result] = []  # specux timed eagerly, once, for a peer that is
+
+    def eager_ours() -> Result:
+        if not ours_eager:
+            eager = argparse.Namespace(**{**vars(args), "graph": False})
+            ours_eager.append(_measure(prepare(case.ours, case.view_ours), inputs, eager,
+                                       device))  # fmt: skip
+        return ours_eager[0]
     for peer_name, build in case.peers:
         row = Row(label, mode, peer_name, target_ms=target)
         row.specux_ms, row.specux_first_ms = ours.ms, ours.first_ms
@@ -448,7 +472,8 @@ def _run_case(case: Case, backward: bool, args, device: str) -> list[Row]:
         except Exception as exc:  # noqa: BLE001 - not installed, or refuses the arguments
             theirs = Result(error=type(exc).__name__, reason=str(exc).strip()[:300])
         else:
-            theirs = _measure(prepare(run), inputs, args, device)
+            theirs = _measure(prepare(run), inputs, args, device, eager_fallback=True,
+                              capture=capture)  # fmt: skip
         row.peer_ms, row.peer_first_ms = theirs.ms, theirs.first_ms
         row.peer_scratch_mb = theirs.scratch_mb
         if row.out_mb is None and theirs.out is not None:
@@ -456,7 +481,16 @@ def _run_case(case: Case, backward: bool, args, device: str) -> list[Row]:
         if theirs.error:
             row.notes.append(f"peer {theirs.error}")
             row.reasons.append(f"{peer_name}: {theirs.error}: {theirs.reason}")
-        if row.specux_ms and row.peer_ms:
+        if theirs.uncaptured and theirs.ms:
+            mine = eager_ours()
+            row.reasons.append(f"{peer_name}: not capturable ({theirs.uncaptured}); both "
+                               "timed eagerly for the ratio")  # fmt: skip
+            if mine.ms:
+                row.ratio = theirs.ms / mine.ms
+                row.notes.append(f"peer eager; ratio eager/eager, specux eager {mine.ms:.3f}")
+            else:
+                row.notes.append(f"peer eager; specux eager {mine.error}")
+        elif row.specux_ms and row.peer_ms:
             row.ratio = row.peer_ms / row.specux_ms
         if ours.out is not None and theirs.out is not None:
             row.max_rel_diff, why = _rel_diff(ours.out, theirs.out)

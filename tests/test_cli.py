@@ -146,3 +146,52 @@ def test_transforms_benchmark_script_cpu_smoke_and_graph_needs_cuda():
     )  # fmt: skip
     assert refused.returncode == 2
     assert "--graph needs --device cuda" in refused.stderr
+
+
+def test_transforms_benchmark_times_an_uncapturable_peer_eagerly(monkeypatch):
+    # --graph: a peer whose capture fails (torch.istft syncs inside the call) is timed
+    # eagerly, and so is specux for that row's ratio (eager / eager, said in the notes);
+    # specux's own capture failing stays an error. The capture is injected so that this
+    # runs on CPU tensors.
+    torch = pytest.importorskip("torch")
+    import argparse
+    import importlib.util
+
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    spec = importlib.util.spec_from_file_location(
+        "bench_transforms", os.path.join(ROOT, "bench", "transforms.py"))  # fmt: skip
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_transforms", bench)  # its dataclasses look it up
+    spec.loader.exec_module(bench)
+    seen: list[str] = []
+
+    def ours(inputs):
+        seen.append("ours")
+        return inputs["x"] * 2
+
+    def peer(inputs):
+        seen.append("peer")
+        return inputs["x"] + inputs["x"]
+
+    def capture_refusing(who):
+        def capture(fn):
+            seen.clear()
+            fn()
+            if who in seen:
+                raise RuntimeError("operation not permitted when stream is capturing")
+            return fn
+
+        return capture
+
+    args = argparse.Namespace(graph=True, warmup=0, repeats=1, calls=1, check_targets=False)
+    case = bench.Case("demo", {"x": torch.ones(64)}, ours, [("peerlib.f", lambda: peer)])
+    (row,) = bench._run_case(case, False, args, "cpu", capture=capture_refusing("peer"))
+    assert row.peer_ms is not None and row.ratio is not None and row.specux_ms is not None
+    assert any(n.startswith("peer eager; ratio eager/eager, specux eager ") for n in row.notes)
+    assert any("not capturable (RuntimeError: operation not permitted" in r
+               for r in row.reasons)  # fmt: skip
+    assert row.max_rel_diff == 0.0
+    (row,) = bench._run_case(case, False, args, "cpu", capture=capture_refusing("ours"))
+    assert "specux RuntimeError" in row.notes and row.specux_ms is None and row.ratio is None
+    (row,) = bench._run_case(case, False, args, "cpu", capture=capture_refusing("nobody"))
+    assert row.ratio is not None and not any("eager" in n for n in row.notes)
