@@ -1,18 +1,13 @@
-"""cqt / vqt: the numpy engine against a brute-force float64 reference and librosa, the ops
-through torch (opcheck, gradcheck, gradgradcheck, compile), and a timing print.
-
-Run the timing with ``SPECUX_TIMINGS=1 pytest -s -k timing tests/test_cqt.py``.
-"""
+"""cqt / vqt: the numpy engine against a brute-force float64 reference and librosa (numpy
+only: the torch-less CI job runs it; the ops through torch are tests/test_cqt_ops.py)."""
 
 from __future__ import annotations
-
-import os
-import time
 
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from tolerances import CQT_TOLERANCES, rel_peak
 
 from specux.kernels.cpu import cqt as cpu_cqt
 from specux.kernels.cpu.stft import apply_output
@@ -20,48 +15,8 @@ from specux.meta.cqt_params import C1_HZ, ConstantQSpec, cqt_arguments, cqt_spec
 from specux.meta.cqt_shapes import cqt_adjoint_shape, cqt_shape
 from specux.meta.filters import constant_q
 
-# Every CQT-specific tolerance, with the measurement it comes from (all relative to the peak
-# magnitude of the reference unless stated).
-CQT_TOLERANCES = {
-    # Engine vs the brute-force float64 sums below (explicit per bin): both are exact sums;
-    # measured <= 5e-15 (<= 2e-12 for 1-sample signals, whose response is a tiny sidelobe, so
-    # the peak itself is ~1e-3 of a typical one). The figure the spec asks for.
-    "direct64": 1e-10,
-    # Engine vs librosa's own full-rate pipeline (wavelet(pad_fft=True) * lengths / n_fft,
-    # numpy FFT, stft(window='ones')) summed over the whole spectrum: measured 1.5e-15.
-    "full_rate64": 1e-12,
-    # librosa sums the non-negative half of the spectrum only; that drops the hann filters'
-    # negative-frequency sidelobes: measured 3.5e-5 of the peak for the default CQT on the
-    # chirp (2.4e-3 for the default VQT, whose filters are shorter).
-    "half_spectrum_cqt": 1e-4,
-    "half_spectrum_vqt": 5e-3,
-    # librosa.cqt / librosa.vqt (defaults: soxr_hq resampling per octave, sparsity=0.01) vs
-    # ours on a 3 s chirp + noise at 22050 Hz. Measured: cqt 1.57e-2 complex, 1.35e-2
-    # magnitude; vqt 6.9e-2 complex, 4.9e-2 magnitude (worst at the first frames, where the
-    # resampler's edge transient sits; 2.4e-2 complex in the interior). librosa.cqt differs
-    # from its own full-rate sum by the same 1.57e-2 (1.49e-2 with sparsity=0: resampling
-    # dominates). Bounds: about 2x the measurements.
-    "librosa_cqt_complex": 3e-2,
-    "librosa_cqt_magnitude": 2.5e-2,
-    "librosa_vqt_complex": 1.2e-1,
-    "librosa_vqt_magnitude": 1e-1,
-    # float32 vs float64 on the same (float32) input: measured <= 1e-6 (BLAS sums of <= ~1k
-    # terms and a 3-smooth real DFT as a matmul, each a few ulp).
-    "float32_peak": 1e-5,
-    # <cqt(x), G> == <x, cqt_adjoint(G)>, relative to |cqt(x)| |G|: float64 round-off.
-    "adjoint64": 1e-12,
-    # gradcheck in float64 (finite differences, eps=1e-6): torch's defaults.
-    "gradcheck_atol": 1e-5,
-    "gradcheck_rtol": 1e-3,
-}
-
 NUMPY_PAD = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 PAD_MODES = tuple(NUMPY_PAD)
-
-
-def rel_peak(actual, expected) -> float:
-    peak = np.max(np.abs(expected))
-    return float(np.max(np.abs(np.asarray(actual) - expected)) / peak)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -511,179 +466,3 @@ def test_cqt_arguments_normalizes_call_options():
     assert (pad_mode, output, eps) == ("replicate", "db", 1e-6) and spec == cqt_spec(sr=SR)
     with pytest.raises(ValueError, match="output"):
         cqt_arguments(sr=SR, output="phase")
-
-
-# ---------------------------------------------------------------------------------------------
-# The ops through torch
-
-torch = pytest.importorskip("torch")
-import specux.ops.cqt as ops_cqt  # noqa: E402 - registers specux::cqt and specux::cqt_adjoint
-
-SMALL = cqt_spec(sr=2000, fmin=100, n_bins=12, hop_length=64)
-# Long filters for a short hop: the automatic plan takes the polyphase path.
-LONG = cqt_spec(sr=1000, fmin=15, n_bins=24, hop_length=8)
-
-
-def _layouts(t):
-    yield t
-    yield torch.cat([t, t], dim=-1)[..., ::2]
-    yield torch.cat([t[..., :1], t], dim=-1)[..., 1:]
-
-
-OPCHECK_CASES = [
-    ("complex-constant", SMALL, (2, 600), "constant", "complex"),
-    ("magnitude-reflect", SMALL, (3, 257), "reflect", "magnitude"),
-    (
-        "power-replicate",
-        cqt_spec(sr=4000, fmin=30, n_bins=30, hop_length=100, bins_per_octave=7, gamma=None),
-        (2, 1, 450),
-        "replicate",
-        "power",
-    ),
-    ("db-circular", SMALL, (500,), "circular", "db"),
-    ("polyphase", LONG, (2, 300), "reflect", "complex"),
-    ("empty-batch", SMALL, (0, 300), "constant", "complex"),
-]
-
-
-@pytest.mark.parametrize(
-    "label,spec,shape,pad_mode,output", OPCHECK_CASES, ids=[c[0] for c in OPCHECK_CASES]
-)
-def test_opcheck_cqt(label, spec, shape, pad_mode, output):
-    x = torch.randn(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    for t in _layouts(x):
-        torch.library.opcheck(
-            torch.ops.specux.cqt.default, (t, spec.as_key(), pad_mode, output, 1e-10)
-        )
-
-
-@pytest.mark.parametrize(
-    "label,spec,shape,pad_mode,output", OPCHECK_CASES, ids=[c[0] for c in OPCHECK_CASES]
-)
-def test_opcheck_cqt_adjoint(label, spec, shape, pad_mode, output):
-    length = shape[-1]
-    g = torch.Generator().manual_seed(1)
-    grad_shape = (*shape[:-1], spec.n_bins, 1 + length // spec.hop_length)
-    grad = torch.complex(
-        torch.randn(grad_shape, dtype=torch.float64, generator=g),
-        torch.randn(grad_shape, dtype=torch.float64, generator=g),
-    )
-    for t in _layouts(grad):
-        torch.library.opcheck(
-            torch.ops.specux.cqt_adjoint.default, (t, spec.as_key(), pad_mode, length)
-        )
-
-
-def test_op_matches_engine_float32_and_float64():
-    x = torch.randn(2, 3, 1000)
-    for t in (x, x.double(), x[..., ::2]):
-        got = ops_cqt.cqt(t, SMALL.as_key(), "reflect", "complex", 1e-10)
-        ref = cpu_cqt.cqt(t.numpy(), SMALL, "reflect")
-        assert (
-            got.dtype == {torch.float32: torch.complex64, torch.float64: torch.complex128}[t.dtype]
-        )
-        np.testing.assert_array_equal(got.numpy(), ref)
-
-
-GRAD_CASES = [
-    ("complex", SMALL, 600, "constant", "complex", False),
-    ("magnitude", SMALL, 600, "reflect", "magnitude", False),
-    ("db", SMALL, 600, "replicate", "db", False),
-    ("polyphase-complex", LONG, 200, "circular", "complex", True),
-    ("polyphase-magnitude", LONG, 200, "reflect", "magnitude", True),
-]
-
-
-def _signal(length):
-    return torch.randn(length, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
-
-
-@pytest.mark.parametrize(
-    "label,spec,length,pad_mode,output,fast", GRAD_CASES, ids=[c[0] for c in GRAD_CASES]
-)
-def test_gradcheck_and_gradgradcheck(label, spec, length, pad_mode, output, fast):
-    if fast:
-        assert cpu_cqt.choose_plan(spec, 1 + length // spec.hop_length, 1)[0] > 0
-    x = _signal(length).requires_grad_(True)
-    key = spec.as_key()
-
-    def fn(t):
-        return ops_cqt.cqt(t, key, pad_mode, output, 1e-10)
-
-    tol = dict(atol=CQT_TOLERANCES["gradcheck_atol"], rtol=CQT_TOLERANCES["gradcheck_rtol"])
-    assert torch.autograd.gradcheck(fn, (x,), fast_mode=fast, **tol)
-    assert torch.autograd.gradgradcheck(fn, (x,), fast_mode=fast, **tol)
-
-
-def test_gradcheck_adjoint_op():
-    length = 600
-    g = torch.Generator().manual_seed(3)
-    shape = (2, SMALL.n_bins, 1 + length // SMALL.hop_length)
-    grad = torch.complex(
-        torch.randn(shape, dtype=torch.float64, generator=g),
-        torch.randn(shape, dtype=torch.float64, generator=g),
-    )
-    grad.requires_grad_(True)
-
-    def fn(t):
-        return ops_cqt.cqt_adjoint(t, SMALL.as_key(), "reflect", length)
-
-    tol = dict(atol=CQT_TOLERANCES["gradcheck_atol"], rtol=CQT_TOLERANCES["gradcheck_rtol"])
-    assert torch.autograd.gradcheck(fn, (grad,), **tol)
-    assert torch.autograd.gradgradcheck(fn, (grad,), **tol)
-
-
-def test_compile_forward_backward_and_export():
-    torch._dynamo.reset()
-    key = LONG.as_key()
-
-    def f(x):
-        return ops_cqt.cqt(x, key, "reflect", "magnitude", 1e-10).square().sum()
-
-    x = _signal(300)
-    xe, xc = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-    f(xe).backward()
-    torch.compile(f, fullgraph=True, backend="aot_eager")(xc).backward()
-    torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-12, atol=1e-12)
-
-    class Module(torch.nn.Module):
-        def forward(self, x):
-            return ops_cqt.cqt(x, SMALL.as_key(), "constant", "db", 1e-10)
-
-    ep = torch.export.export(Module(), (torch.randn(2, 700),))
-    targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
-    assert "specux.cqt.default" in targets
-
-
-# ---------------------------------------------------------------------------------------------
-# Timing (printed, not asserted): SPECUX_TIMINGS=1 pytest -s -k timing tests/test_cqt.py
-
-
-@pytest.mark.skipif(os.environ.get("SPECUX_TIMINGS") != "1", reason="set SPECUX_TIMINGS=1")
-def test_timing_vs_librosa():
-    x = np.random.default_rng(0).standard_normal((8, 220500)).astype(np.float32)
-    spec = cqt_spec(sr=SR, hop_length=512, n_bins=84)
-    key = spec.as_key()
-    xt = torch.from_numpy(x)
-    runs = {
-        "specux numpy": lambda: cpu_cqt.cqt(x, spec),
-        "specux torch op": lambda: ops_cqt.cqt(xt, key, "constant", "complex", 1e-10),
-        "librosa.cqt": lambda: librosa.cqt(x, sr=SR, hop_length=512, n_bins=84),
-    }
-    times = {name: [] for name in runs}
-    for fn in runs.values():
-        fn()  # warm-up: kernels, plans, librosa's caches
-    # Interleaved rounds, best of each: the least disturbed run of every contender.
-    for _ in range(7):
-        for name, fn in runs.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    best = {name: min(v) for name, v in times.items()}
-    print("\nCQT (8, 220500) float32, sr=22050, hop 512, 84 bins; best of 7 (median):")
-    for name, v in times.items():
-        print(f"  {name:16s} {1e3 * best[name]:8.1f} ms  ({1e3 * float(np.median(v)):.1f} ms)")
-    print(
-        f"  speed-up vs librosa: {best['librosa.cqt'] / best['specux numpy']:.1f}x "
-        f"(numpy engine), {best['librosa.cqt'] / best['specux torch op']:.1f}x (torch op)"
-    )
