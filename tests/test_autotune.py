@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import specux
-from specux.kernels import plan, tuning
+from specux.kernels import emulate, plan, tuning
 from specux.kernels.plan import LoadSpec, StoreSpec
 
 
@@ -92,7 +92,6 @@ def test_the_planner_takes_a_recorded_winner_and_forgets_it():
     assert plan.block(1024, -1, "float32", LoadSpec(), StoreSpec()) == rule
 
 
-emulate = pytest.importorskip("specux.kernels.emulate")
 needs_compiler = pytest.mark.skipif(emulate.compiler() is None, reason="needs a C++ compiler")
 
 

@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 from tolerances import TOLERANCES, float32_bound, rel_l2
 
-from specux.kernels import plan, transform_exec
+from specux.kernels import emulate, plan, transform_exec
 from specux.kernels.codegen.butterfly import unit_root
 from specux.meta import filters
 
-emulate = pytest.importorskip("specux.kernels.emulate")
 if emulate.compiler() is None:
     pytest.skip("no C++ compiler for the host emulation", allow_module_level=True)
 

@@ -312,7 +312,7 @@ def test_librosa_db_edge_cases():
     with pytest.warns(UserWarning):
         ref = librosa.amplitude_to_db(D)
     assert rel_l2(got, ref) <= F64
-    assert float(sl.power_to_db(3.0)) == pytest.approx(float(librosa.power_to_db(3.0)))
+    assert float(sl.power_to_db(3.0)) == pytest.approx(float(librosa.power_to_db(3.0)), rel=F64)
     with pytest.raises(ValueError, match="amin"):
         sl.power_to_db(np.ones(3), amin=0.0)
     with pytest.raises(ValueError, match="top_db"):

@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 from tolerances import TOLERANCES
 
-from specux.kernels import plan, transform_exec
+from specux.kernels import emulate, plan, transform_exec
 from specux.kernels.cpu import features as cpu_features
 from specux.kernels.cpu import frames as cpu_frames
 from specux.kernels.cpu import stft as cpu_stft
 from specux.meta import filters
 from specux.meta.params import StftParams, WindowSpec, axis_scale, dual_norm
 
-emulate = pytest.importorskip("specux.kernels.emulate")
 if emulate.compiler() is None:
     pytest.skip("no C++ compiler for the host emulation", allow_module_level=True)
 

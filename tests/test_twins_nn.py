@@ -575,7 +575,8 @@ def test_fftconvolve_kernel_as_parameter_learns():
     # d sum(g * (x * h)) / d h[k] = sum over signals and n of g[n + k] x[n]
     want = sum(torch.stack([(g[i, k:k + 100] * x[i]).sum() for k in range(9)])
                for i in range(2))  # fmt: skip
-    torch.testing.assert_close(module.kernel.grad, want, rtol=1e-10, atol=1e-10)
+    tol = TOLERANCES["float64"]
+    torch.testing.assert_close(module.kernel.grad, want, rtol=tol, atol=tol)
     with pytest.raises(TypeError, match="holds its kernel"):
         module(x, h)
     state = module.state_dict()
