@@ -3,6 +3,7 @@ only: the torch-less CI job runs it; the ops through torch are tests/test_cqt_op
 
 from __future__ import annotations
 
+import librosa
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -166,8 +167,6 @@ def test_automatic_plan_uses_polyphase_for_long_filters():
 
 # ---------------------------------------------------------------------------------------------
 # librosa: its full-rate algorithm (exact but for the half-spectrum sum) and librosa.cqt / vqt
-
-librosa = pytest.importorskip("librosa")
 
 SR = 22050
 

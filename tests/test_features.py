@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import librosa
 import numpy as np
 import pytest
 import scipy.fft
@@ -18,8 +19,6 @@ import scipy.signal
 from tolerances import TOLERANCES, float32_bound, rel_l2, rel_peak
 
 import specux
-
-librosa = pytest.importorskip("librosa")
 
 try:
     import torch
@@ -632,7 +631,7 @@ def test_chroma_unsupported_options(rng):
 @pytest.mark.parametrize("norm", [np.inf, -np.inf, 0, 2, None])
 def test_chroma_cqt_folds_the_cqt(rng, n_chroma, bins_per_octave, norm):
     # Exact in float64: librosa's cq_to_chroma fold of specux's own |CQT|, then normalize.
-    librosa = pytest.importorskip("librosa")
+    import librosa
     x = _signal(rng, 22050)
     got = specux.chroma(x, sr=22050, source="cqt", n_chroma=n_chroma, norm=norm,
                         bins_per_octave=bins_per_octave, n_octaves=5, tuning=0.1)  # fmt: skip
@@ -649,7 +648,7 @@ def test_chroma_cqt_folds_the_cqt(rng, n_chroma, bins_per_octave, norm):
 def test_chroma_cqt_near_librosa(rng):
     # librosa resamples per octave; its CQT differs from the direct transform by ~1.5e-2 of
     # the peak (tests/test_cqt.py documents it), and chroma inherits that difference.
-    librosa = pytest.importorskip("librosa")
+    import librosa
     x = _signal(rng, 3 * 22050)
     got = specux.chroma(x, sr=22050, source="cqt", tuning=0.0)
     ref = librosa.feature.chroma_cqt(y=x, sr=22050, tuning=0.0)

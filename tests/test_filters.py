@@ -65,7 +65,7 @@ def assert_close(ours: np.ndarray, ref: np.ndarray, kind: str, context: object =
 
 @pytest.mark.parametrize("htk", [False, True])
 def test_hz_mel_conversions_match_librosa(htk: bool) -> None:
-    librosa = pytest.importorskip("librosa")
+    import librosa
     freqs = np.concatenate(([0.0, 1.0, 999.999, 1000.0, 1000.001], np.geomspace(1, 96000, 257)))
     assert_close(F.hz_to_mel(freqs, htk=htk), librosa.hz_to_mel(freqs, htk=htk), "convert")
     mels = np.linspace(0, 150, 301)
@@ -80,7 +80,7 @@ def test_hz_mel_conversions_match_librosa(htk: bool) -> None:
     htk=st.booleans(),
 )
 def test_hz_mel_property(f: float, htk: bool) -> None:
-    librosa = pytest.importorskip("librosa")
+    import librosa
     m = F.hz_to_mel(f, htk=htk)
     assert math.isclose(
         float(m), float(librosa.hz_to_mel(f, htk=htk)), rel_tol=1e-12, abs_tol=1e-12
@@ -111,7 +111,7 @@ MEL_NORMS = ["slaney", None, 1, 2, np.inf]
 @pytest.mark.parametrize("n_fft", N_FFTS)
 @pytest.mark.parametrize("sr", SRS)
 def test_mel_matches_librosa(sr: int, n_fft: int, htk: bool) -> None:
-    librosa = pytest.importorskip("librosa")
+    import librosa
     nyq = sr / 2
     bands = [(0.0, None), (30.0, None), (0.0, 0.5 * nyq), (0.25 * nyq, 0.75 * nyq)]
     with warnings.catch_warnings():
@@ -277,7 +277,7 @@ def test_linear_caching_dtype() -> None:
 @pytest.mark.parametrize("n_fft", [2, 255, 256, 1024, 2048])
 @pytest.mark.parametrize("sr", SRS)
 def test_chroma_matches_librosa(sr: int, n_fft: int, n_chroma: int) -> None:
-    librosa = pytest.importorskip("librosa")
+    import librosa
     for tuning in (0.0, -0.3, 0.45):
         for norm in (None, 1, 2, np.inf):
             for octwidth, ctroct, base_c in ((2, 5.0, True), (None, 5.0, False), (1.5, 4.0, True)):
@@ -292,7 +292,7 @@ def test_chroma_matches_librosa(sr: int, n_fft: int, n_chroma: int) -> None:
 
 
 def test_chroma_odd_n_chroma_and_caching() -> None:
-    librosa = pytest.importorskip("librosa")
+    import librosa
     assert_close(
         F.chroma(sr=22050, n_fft=512, n_chroma=7),
         librosa.filters.chroma(sr=22050, n_fft=512, n_chroma=7, dtype=np.float64),
@@ -324,7 +324,7 @@ WINDOWS = [
 
 @pytest.mark.parametrize("window", WINDOWS)
 def test_private_window_matches_scipy(window) -> None:
-    signal = pytest.importorskip("scipy.signal")
+    import scipy.signal as signal
     for n in (1, 2, 3, 4, 7, 64, 1000, 4097):
         ours = F._window(window, n)
         assert ours.dtype == np.float64
@@ -343,7 +343,7 @@ def _librosa_wavelet(librosa, *, sr, fmin, n_bins, bpo, tuning, filter_scale, no
 @pytest.mark.parametrize("filter_scale", [1.0, 0.5])
 @pytest.mark.parametrize("bpo", [12, 24])
 def test_constant_q_matches_librosa(bpo: int, filter_scale: float, gamma) -> None:
-    librosa = pytest.importorskip("librosa")
+    import librosa
     for norm in (1, 2, None):
         kw = dict(sr=22050, n_bins=84, tuning=0.0, filter_scale=filter_scale, norm=norm)
         ours, lengths = F.constant_q(**kw, bins_per_octave=bpo, gamma=gamma)
@@ -360,7 +360,7 @@ def test_constant_q_matches_librosa(bpo: int, filter_scale: float, gamma) -> Non
     "window", ["hamming", "blackman", "boxcar", ("kaiser", 6.0), ("gaussian", 40.0)]
 )
 def test_constant_q_windows_tuning_inf_norm(window) -> None:
-    librosa = pytest.importorskip("librosa")
+    import librosa
     kw = dict(sr=16000, n_bins=36, tuning=0.27, filter_scale=0.8, norm=np.inf, gamma=2.0)
     ours, lengths = F.constant_q(**kw, fmin=55.0, bins_per_octave=12, window=window)
     ref, ref_lengths = _librosa_wavelet(librosa, fmin=55.0, bpo=12, window=window, **kw)
@@ -369,7 +369,7 @@ def test_constant_q_windows_tuning_inf_norm(window) -> None:
 
 
 def test_constant_q_single_bin_uses_equal_temperament_alpha() -> None:
-    librosa = pytest.importorskip("librosa")
+    import librosa
     r = 2 ** (1 / 12)
     alpha = (r**2 - 1) / (r**2 + 1)
     ours, lengths = F.constant_q(sr=22050, fmin=110.0, n_bins=1)
@@ -381,7 +381,7 @@ def test_constant_q_single_bin_uses_equal_temperament_alpha() -> None:
 
 
 def test_constant_q_nyquist_check_agrees_with_librosa() -> None:
-    librosa = pytest.importorskip("librosa")
+    import librosa
     sr = 22050
     outcomes = set()
     for gamma in (0.0, None):
@@ -400,7 +400,7 @@ def test_constant_q_nyquist_check_agrees_with_librosa() -> None:
 
 
 def test_relative_bandwidth_and_default_gamma() -> None:
-    librosa = pytest.importorskip("librosa")
+    import librosa
     rng = np.random.default_rng(0)
     freqs = np.sort(rng.uniform(20, 8000, size=50))
     assert_close(
@@ -432,7 +432,7 @@ def test_constant_q_defaults_caching_dtype() -> None:
 @pytest.mark.parametrize("norm", [None, "backward", "ortho", "forward"])
 @pytest.mark.parametrize("dct_type", [1, 2, 3, 4])
 def test_dct_matches_scipy(dct_type: int, norm) -> None:
-    sfft = pytest.importorskip("scipy.fft")
+    import scipy.fft as sfft
     for n_input in (1, 2, 3, 5, 13, 40, 128, 1000):
         if dct_type == 1 and n_input < 2:
             continue
@@ -452,7 +452,7 @@ def test_dct_matches_scipy(dct_type: int, norm) -> None:
     seed=st.integers(0, 2**32 - 1),
 )
 def test_dct_matvec_property(n_input, frac, dct_type, norm, seed) -> None:
-    sfft = pytest.importorskip("scipy.fft")
+    import scipy.fft as sfft
     n_filters = max(1, round(frac * n_input))
     v = np.random.default_rng(seed).standard_normal(n_input)
     ref = sfft.dct(v, type=dct_type, norm=norm)[:n_filters]
@@ -469,7 +469,7 @@ def test_dct_caching_dtype() -> None:
 
 @pytest.mark.parametrize("lifter", [0, 1, 22, 0.5, 100])
 def test_lifter_matches_librosa_mfcc(lifter) -> None:
-    librosa = pytest.importorskip("librosa")
+    import librosa
     n_mfcc = 20
     log_mel = np.random.default_rng(1).standard_normal((40, 7))
     plain = librosa.feature.mfcc(S=log_mel, n_mfcc=n_mfcc, lifter=0)
@@ -485,7 +485,7 @@ def test_lifter_matches_librosa_mfcc(lifter) -> None:
 
 def test_mfcc_pipeline_matches_librosa() -> None:
     """mel -> log -> dct -> lifter with our matrices equals librosa.feature.mfcc."""
-    librosa = pytest.importorskip("librosa")
+    import librosa
     sr, n_fft = 16000, 512
     power = np.abs(np.random.default_rng(2).standard_normal((1 + n_fft // 2, 9))) ** 2
     log_mel = librosa.power_to_db(F.mel(sr=sr, n_fft=n_fft, n_mels=40) @ power)

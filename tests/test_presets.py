@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import math
 
+import librosa
 import numpy as np
 import pytest
 from tolerances import TOLERANCES, rel_l2, rel_peak
@@ -13,7 +14,6 @@ from tolerances import TOLERANCES, rel_l2, rel_peak
 import specux
 from specux.presets import librosa as sl
 
-librosa = pytest.importorskip("librosa")
 torch = pytest.importorskip("torch")
 from specux.presets import torchaudio as ta  # noqa: E402 - needs torch
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import librosa
 import numpy as np
 import pytest
 from tolerances import TOLERANCES, rel_peak
 
 import specux
 from specux.kernels.cpu.tuning import estimate_tuning, pitch_tuning
-
-librosa = pytest.importorskip("librosa")
 
 
 def _tone(cents: float, sr: int = 22050, seconds: float = 2.0, seed: int = 0):
