@@ -644,7 +644,7 @@ def test_empty_leading_axes_with_n(fn, lib):
 @pytest.mark.parametrize("fn", list(ALL_FNS))
 def test_empty_transform_axis(fn, lib):
     dtype = np.complex128 if ALL_FNS[fn][0] == "complex" else np.float64
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"is empty|n must be >= 1|output samples: pass s"):
         getattr(specux, fn)(to_lib(np.zeros((4, 0), dtype), lib))
 
 
@@ -770,7 +770,7 @@ def test_empty_transform_axis_with_n_zero_pads(fn, lib):
 def test_zero_dim_input(fn):
     # (fftn / ifftn of a 0-d array are complex copies: test_nd_transforms_of_no_axis)
     dtype = np.complex128 if ALL_FNS[fn][0] == "complex" else np.float64
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"0 dimension|at least one axis"):
         getattr(specux, fn)(np.ones((), dtype))
 
 
