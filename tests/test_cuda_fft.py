@@ -18,7 +18,7 @@ pytestmark = [
 ]
 
 # float32 error may be at most this many times cuFFT's on the same data (issue 4).
-VS_CUFFT = 1.5
+VS_CUFFT = TOLERANCES["float32_vs_cufft"]
 
 
 def _data(shape, seed=0, dtype=torch.complex64):

@@ -16,24 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from tolerances import TOLERANCES
 
 import specux
 from specux.meta import filters as F
-
-# Max |ours - reference| allowed, relative to max |reference|.  Everything is computed in
-# float64 on both sides; the only differences come from operation order and from FFT vs
-# direct-sum evaluation (observed <= ~2e-15), so 1e-12 leaves ample headroom while still
-# catching any formula or indexing mismatch (those show up as O(1e-3) or worse).
-TOL = {
-    "convert": 1e-12,  # hz_to_mel / mel_to_hz
-    "mel": 1e-12,
-    "chroma": 1e-12,
-    "linear": 1e-12,
-    "constant_q": 1e-12,
-    "dct": 1e-12,
-    "window": 1e-12,
-    "lifter": 1e-12,
-}
 
 SRS = [8000, 16000, 22050, 44100]
 N_FFTS = [1, 2, 255, 256, 1024, 2048]
@@ -54,8 +40,10 @@ def rel_err(ours: np.ndarray, ref: np.ndarray) -> float:
 
 
 def assert_close(ours: np.ndarray, ref: np.ndarray, kind: str, context: object = "") -> None:
-    err = rel_err(ours, ref)
-    assert err <= TOL[kind], f"{kind} {context}: relative error {err:.3e} > {TOL[kind]:.0e}"
+    """max |ours - ref| / max |ref| within TOLERANCES["filters64"] (``kind`` names the filter
+    family in the message)."""
+    err, bound = rel_err(ours, ref), TOLERANCES["filters64"]
+    assert err <= bound, f"{kind} {context}: relative error {err:.3e} > {bound:.0e}"
 
 
 # --------------------------------------------------------------------------------------
