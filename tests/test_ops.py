@@ -274,6 +274,22 @@ def test_opcheck(name, label, make):
         torch.library.opcheck(op, args)
 
 
+def _on_cuda(args: tuple) -> tuple:
+    return tuple(a.detach().to("cuda").requires_grad_(a.requires_grad)
+                 if isinstance(a, torch.Tensor) else a for a in args)  # fmt: skip
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name,label,make", CASES, ids=[f"{n}-{lbl}" for n, lbl, _ in CASES])
+def test_opcheck_on_cuda(name, label, make):
+    """The same samples and layouts (made on the device) through opcheck with CUDA tensors:
+    the CUDA kernels' registrations, fake kernels and autograd against the schema."""
+    op = OPS[name].op
+    for _, args in _layouts(_on_cuda(make())):
+        torch.library.opcheck(op, args)
+
+
 @pytest.mark.parametrize("name,label,make", CASES, ids=[f"{n}-{lbl}" for n, lbl, _ in CASES])
 def test_outputs_are_not_views(name, label, make):
     """No op hands out a view (the frame-major results were transposes of the buffers the
