@@ -18,6 +18,7 @@ import specux
 from specux import routing
 from specux.compat.arrays import NATIVE, library_of
 from specux.kernels import emulate, native, transform_exec
+from specux.meta.params import StftParams, WindowSpec
 
 if emulate.compiler() is None:
     pytest.skip("no C++ compiler for the host emulation", allow_module_level=True)
@@ -120,6 +121,30 @@ def test_stft(output, pad_mode):
         assert np.max(np.abs(got - specux.stft(x, **kw))) <= TOLERANCES["db_abs64"]
     else:
         _check(specux.stft, x, **kw)
+
+
+def test_empty_time_axis_gives_zero_frames(monkeypatch):
+    """Signals of 0 samples (the ops take them; the public functions refuse them): constant
+    padding makes every frame zeros, so the frame and stft kernels must run over each row
+    (they were launched for no rows and left the output uninitialized)."""
+    allocate = emulate.HostDevice.allocate
+
+    def poisoned(self, nbytes):  # fresh memory holds NaNs, as a GPU's may hold anything
+        buffer = allocate(self, nbytes)
+        buffer.memory[:] = 0xFF
+        return buffer
+
+    monkeypatch.setattr(emulate.HostDevice, "allocate", poisoned)
+    device = emulate.HostDevice()
+    x = device.upload(np.zeros((2, 3, 0)))
+    frames = device.download(native.dense(native.frame(x, 16, 4, 8, "constant")))
+    assert frames.shape == (2, 3, 1, 16) and not np.any(frames)
+    p = StftParams(n_fft=16, hop_length=4, win_length=16, window=WindowSpec.from_key("hann"),
+                   center=True, pad_mode="constant", normalized=False, onesided=True)
+    for value in ("complex", "power"):
+        out = native.stft_frames(device.upload(np.zeros((2, 0))), None, p, value, 0.0)
+        got = device.download(native.dense(out))
+        assert got.shape == (2, 1, 9) and not np.any(got), value
 
 
 def test_stft_float32_strided_and_array_window():

@@ -389,8 +389,10 @@ def full_window(p: StftParams, window: DeviceArray | None, precision: str,
 
 
 def _rows(x: DeviceArray) -> tuple[DeviceArray, int]:
+    """``x`` dense, and its rows of the last axis, also when that axis is empty (as the
+    torch route's: cuda.transforms._rows)."""
     x = dense(x)
-    return x, (x.size // x.shape[-1] if x.shape[-1] else 0)
+    return x, math.prod(x.shape[:-1])
 
 
 def _storage(x: DeviceArray) -> tuple[str, str]:

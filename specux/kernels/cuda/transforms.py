@@ -73,10 +73,11 @@ def _spectrum_dtype(storage: str, value: str) -> torch.dtype:
 
 
 def _rows(x: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """``x`` dense, and how many rows of its last axis it holds."""
+    """``x`` dense, and how many rows of its last axis it holds -- also when that axis is
+    empty: the ops take signals of 0 samples (constant padding makes their frames zeros),
+    and counting no rows there launched nothing over an uninitialized output."""
     x = _dense(x)
-    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    return x, rows
+    return x, math.prod(x.shape[:-1])
 
 
 def named_window(backend: TorchCudaBackend, window: WindowSpec, win_length: int, n_fft: int,
