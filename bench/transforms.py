@@ -428,6 +428,11 @@ def _measure(run: Callable[[dict], Any], inputs: dict, args, device: str, *,
     return res
 
 
+def _eager_ratio(row: Row) -> bool:
+    """Whether the row's ratio is of eager times (its peer could not be captured)."""
+    return any(note.startswith("peer eager") for note in row.notes)
+
+
 def _run_case(case: Case, backward: bool, args, device: str,
               capture: Callable = graphed) -> list[Row]:  # fmt: skip
     import torch
@@ -550,7 +555,8 @@ def _plot(rows: list[Row], path: str) -> None:
     except ImportError:
         print(f"--plot: matplotlib is not importable, {path} not written")
         return
-    points = [(f"{r.workload}  {r.peer}", r.ratio) for r in rows if r.ratio is not None]
+    points = [(f"{r.workload}  {r.peer}" + (" (eager)" if _eager_ratio(r) else ""), r.ratio)
+              for r in rows if r.ratio is not None]  # fmt: skip
     if not points:
         print(f"--plot: no row has a ratio (specux and a peer both timed), {path} not written")
         return

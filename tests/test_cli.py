@@ -216,6 +216,7 @@ def test_transforms_benchmark_times_an_uncapturable_peer_eagerly(monkeypatch):
     (row,) = bench._run_case(case, False, args, "cpu", capture=capture_refusing("peer"))
     assert row.peer_ms is not None and row.ratio is not None and row.specux_ms is not None
     assert any(n.startswith("peer eager; ratio eager/eager, specux eager ") for n in row.notes)
+    assert bench._eager_ratio(row)  # the plot labels such a row's bar "(eager)"
     assert any("not capturable (RuntimeError: operation not permitted" in r
                for r in row.reasons)  # fmt: skip
     assert row.max_rel_diff == 0.0
@@ -223,3 +224,4 @@ def test_transforms_benchmark_times_an_uncapturable_peer_eagerly(monkeypatch):
     assert "specux RuntimeError" in row.notes and row.specux_ms is None and row.ratio is None
     (row,) = bench._run_case(case, False, args, "cpu", capture=capture_refusing("nobody"))
     assert row.ratio is not None and not any("eager" in n for n in row.notes)
+    assert not bench._eager_ratio(row)
