@@ -58,7 +58,7 @@ TOLERANCES = {
 # Every CQT-specific tolerance, with the measurement it comes from (all relative to the peak
 # magnitude of the reference unless stated).
 CQT_TOLERANCES = {
-    # Engine vs the brute-force float64 sums below (explicit per bin): both are exact sums;
+    # Engine vs tests/test_cqt.py's brute-force float64 sums (explicit per bin): exact sums;
     # measured <= 5e-15 (<= 2e-12 for 1-sample signals, whose response is a tiny sidelobe, so
     # the peak itself is ~1e-3 of a typical one). The figure the spec asks for.
     "direct64": 1e-10,
