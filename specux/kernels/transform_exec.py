@@ -57,7 +57,7 @@ from specux.kernels.fft_exec import (
     stft_fusable,
     transform_1d,
 )
-from specux.kernels.plan import OLA_FRAMES, factorize
+from specux.kernels.plan import factorize, ola_frames
 from specux.meta import filters, matrices
 from specux.meta.cqt_params import ConstantQSpec
 from specux.meta.cqt_shapes import cqt_n_frames
@@ -192,12 +192,13 @@ def istft_fusable(n_fft: int, hop: int, precision: str, onesided: bool, count: i
     block kernel that overlap-adds them: fft_exec.ola_fusable) for ``count`` frames and
     outputs of ``out_len`` samples, where the kernel's and the seam gather's 32-bit positions
     stay below 2 ** 31: the kernel's run to the end of its last block, the frames rounded
-    up to whole blocks of plan.ola_frames (at most max(OLA_FRAMES hop, n_fft) samples) plus
-    a frame's n_fft, whatever ``out_len`` is (a short ``length`` once let them pass 2 ** 31,
-    undefined behaviour though no store followed)."""
-    reach = (count + OLA_FRAMES) * hop + 2 * n_fft
-    small = reach + out_len < 2**31
-    return onesided and small and ola_fusable(n_fft, hop, precision)
+    up to whole blocks of plan.ola_frames plus a frame's n_fft, whatever ``out_len`` is (a
+    short ``length`` once let them pass 2 ** 31, undefined behaviour though no store
+    followed)."""
+    if not (onesided and ola_fusable(n_fft, hop, precision)):
+        return False
+    per_block = ola_frames(n_fft, hop, 1, precision)  # the frame count needs no thread count
+    return (count + per_block) * hop + n_fft + out_len < 2**31
 
 
 def istft(backend, spectrum, dst, window, envelope, *, signals: int, strides: tuple[int, int, int],
