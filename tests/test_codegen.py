@@ -71,7 +71,7 @@ def test_twiddle_table_is_exactly_symmetric():
     mpmath.mp.dps = 40
     for n in (12, 400, 1000, 1024):
         exact = np.array([complex(mpmath.expjpi(mpmath.mpf(-2 * m) / n)) for m in range(n)])
-        assert np.abs(_roots(n) - exact).max() <= 2e-16, n
+        assert np.abs(_roots(n) - exact).max() <= TOLERANCES["unit_root64"], n
 
 
 def test_four_step_twist_table():
@@ -88,7 +88,7 @@ def test_four_step_twist_table():
         q = np.unique(np.linspace(0, total // step - 1, 300).astype(np.int64))
         exact = np.array([complex(mpmath.expjpi(mpmath.mpf(-2 * step * int(k)) / total))
                           for k in q])  # fmt: skip
-        assert np.abs(table[q] - exact).max() <= 2e-16, (total, step)
+        assert np.abs(table[q] - exact).max() <= TOLERANCES["unit_root64"], (total, step)
 
 
 SIZES = list(range(1, 33)) + [48, 60, 64, 97, 100, 128, 210, 243, 256, 343, 1000, 1031, 2310]
@@ -487,7 +487,7 @@ def test_emulated_float16_storage(n, rng):
     ref = np.fft.rfft(real.astype(np.float64))
     got_c = got[..., 0].astype(np.float64) + 1j * got[..., 1].astype(np.float64)
     # computed in float32, rounded once to float16 on store: half an ulp of float16 at the peak
-    assert np.max(np.abs(got_c - ref)) <= np.abs(ref).max() * 2.0**-10
+    assert np.max(np.abs(got_c - ref)) <= np.abs(ref).max() * TOLERANCES["float16_store"]
 
 
 # --------------------------------------------------------------------------------------------

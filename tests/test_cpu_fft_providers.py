@@ -139,7 +139,8 @@ def test_c2r_ignores_the_imaginary_parts_of_dc_and_nyquist(provider, rng):
     half = rng.standard_normal(9) + 1j * rng.standard_normal(9)
     clean = half.copy()
     clean[0], clean[-1] = clean[0].real, clean[-1].real
-    assert rel_l2(cpu_fft.c2r(half, [-1], 16, "backward"), np.fft.irfft(clean, n=16)) <= 1e-12
+    bound = TOLERANCES["float64"]
+    assert rel_l2(cpu_fft.c2r(half, [-1], 16, "backward"), np.fft.irfft(clean, n=16)) <= bound
 
 
 @pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
@@ -158,15 +159,16 @@ def test_multi_axis_transforms_over_some_axes(provider, norm, rng):
 
 
 def test_noncontiguous_inputs(provider, rng):
+    bound = TOLERANCES["float64"]
     y = rng.standard_normal((6, 128))[::2, ::3]
-    assert rel_l2(cpu_fft.r2c(y, [-1], "ortho"), np.fft.rfft(y, norm="ortho")) <= 1e-12
+    assert rel_l2(cpu_fft.r2c(y, [-1], "ortho"), np.fft.rfft(y, norm="ortho")) <= bound
     z = y[:, :22] + 1j * y[:, 21::-1]
-    assert rel_l2(cpu_fft.c2c(z, [-1], False, "ortho"), np.fft.ifft(z, norm="ortho")) <= 1e-12
+    assert rel_l2(cpu_fft.c2c(z, [-1], False, "ortho"), np.fft.ifft(z, norm="ortho")) <= bound
     # zero strides (an expanded gradient) and reversed rows
     b = np.broadcast_to(rng.standard_normal(40), (3, 40))
-    assert rel_l2(cpu_fft.r2c(b, [-1], "backward"), np.fft.rfft(b)) <= 1e-12
+    assert rel_l2(cpu_fft.r2c(b, [-1], "backward"), np.fft.rfft(b)) <= bound
     assert rel_l2(cpu_fft.c2r(z[::-1], [-1], 42, "forward"),
-                  np.fft.irfft(z[::-1], n=42, norm="forward")) <= 1e-12  # fmt: skip
+                  np.fft.irfft(z[::-1], n=42, norm="forward")) <= bound  # fmt: skip
 
 
 @pytest.mark.parametrize("precision", ["float32", "float64"])

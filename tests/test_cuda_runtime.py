@@ -21,6 +21,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from tolerances import TOLERANCES
 
 from specux.kernels import cache as cache_module
 from specux.kernels.cache import MAGIC, KernelCache
@@ -589,10 +590,13 @@ def gpu():
 
 
 _SAXPY_CASES = {
-    "float32": ("saxpy_f32", ctypes.c_float, dict(rtol=1e-6, atol=1e-6)),
-    "float64": ("saxpy_f64", ctypes.c_double, dict(rtol=1e-14, atol=1e-14)),
+    "float32": ("saxpy_f32", ctypes.c_float,
+                dict(rtol=TOLERANCES["saxpy32"], atol=TOLERANCES["saxpy32"])),
+    "float64": ("saxpy_f64", ctypes.c_double,
+                dict(rtol=TOLERANCES["saxpy64"], atol=TOLERANCES["saxpy64"])),
     # Computed in float32, rounded once to half: within one half ulp of torch's result.
-    "float16": ("saxpy_f16", ctypes.c_float, dict(rtol=1e-3, atol=1e-3)),
+    "float16": ("saxpy_f16", ctypes.c_float,
+                dict(rtol=TOLERANCES["saxpy16"], atol=TOLERANCES["saxpy16"])),
 }
 
 
@@ -644,7 +648,7 @@ def test_saxpy_with_cuda_fp16_header(gpu):
     kernel = get_kernel(SAXPY_CUDA_FP16, "saxpy_half", device, options=include)
     stream = torch.cuda.current_stream(device).cuda_stream
     kernel.launch(((n + 127) // 128,), (128,), 0, stream, _saxpy_args(n, a, x, y, ctypes.c_float))
-    torch.testing.assert_close(y, expected, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(y, expected, rtol=TOLERANCES["saxpy16"], atol=TOLERANCES["saxpy16"])
 
 
 @pytest.mark.cuda
@@ -799,7 +803,8 @@ def test_istft_window_envelope_is_kept_per_tensor_version_and_shape(monkeypatch)
     capturing[0] = False
     w.mul_(2.0)  # a new version: rebuilt
     env2 = transforms._window_envelope(None, w, p, 9, -1, "float64")[0]
-    assert np.allclose(env2.numpy(), env.numpy() / 4.0, rtol=1e-15, atol=0)
+    assert np.allclose(env2.numpy(), env.numpy() / 4.0, rtol=TOLERANCES["envelope_rescale64"],
+                       atol=0)  # fmt: skip
     for count in range(10, 10 + transforms._ENVELOPES.limit):
         transforms._window_envelope(None, w, p, count, -1, "float64")
     kept = transforms._ENVELOPES.keys_of(w)

@@ -70,10 +70,10 @@ def test_hz_mel_conversions_match_librosa(htk: bool) -> None:
 def test_hz_mel_property(f: float, htk: bool) -> None:
     import librosa
     m = F.hz_to_mel(f, htk=htk)
-    assert math.isclose(
-        float(m), float(librosa.hz_to_mel(f, htk=htk)), rel_tol=1e-12, abs_tol=1e-12
-    )
-    assert math.isclose(float(F.mel_to_hz(m, htk=htk)), f, rel_tol=1e-12, abs_tol=1e-9)
+    assert math.isclose(float(m), float(librosa.hz_to_mel(f, htk=htk)),
+                        rel_tol=TOLERANCES["filters64"], abs_tol=TOLERANCES["mel_abs64"])
+    assert math.isclose(float(F.mel_to_hz(m, htk=htk)), f, rel_tol=TOLERANCES["mel_roundtrip64"],
+                        abs_tol=TOLERANCES["mel_roundtrip_hz"])
 
 
 def test_hz_mel_types_and_shapes() -> None:
@@ -84,8 +84,8 @@ def test_hz_mel_types_and_shapes() -> None:
     assert arr.shape == (2, 2) and arr.dtype == np.float64
     assert F.mel_to_hz(np.zeros((3, 0))).shape == (3, 0)
     # Slaney scale: 15 mel at exactly 1 kHz, linear below.
-    assert F.hz_to_mel(1000.0) == pytest.approx(15.0, rel=1e-15)
-    assert F.hz_to_mel(500.0) == pytest.approx(7.5, rel=1e-15)
+    assert F.hz_to_mel(1000.0) == pytest.approx(15.0, rel=TOLERANCES["mel_exact64"])
+    assert F.hz_to_mel(500.0) == pytest.approx(7.5, rel=TOLERANCES["mel_exact64"])
 
 
 # --------------------------------------------------------------------------------------
@@ -397,7 +397,8 @@ def test_relative_bandwidth_and_default_gamma() -> None:
     for bpo in (12, 24, 36):
         freqs = librosa.cqt_frequencies(10, fmin=C1_HZ, bins_per_octave=bpo)
         alpha = librosa.filters._relative_bandwidth(freqs=freqs)
-        assert F.vqt_default_gamma(bpo) == pytest.approx(alpha[0] * 24.7 / 0.108, rel=1e-12)
+        gamma = alpha[0] * 24.7 / 0.108
+        assert F.vqt_default_gamma(bpo) == pytest.approx(gamma, rel=TOLERANCES["filters64"])
 
 
 def test_constant_q_defaults_caching_dtype() -> None:

@@ -9,7 +9,7 @@ import math
 import librosa
 import numpy as np
 import pytest
-from tolerances import TOLERANCES, rel_l2, rel_peak
+from tolerances import CQT_TOLERANCES, TOLERANCES, rel_l2, rel_peak
 
 import specux
 from specux.presets import librosa as sl
@@ -266,7 +266,7 @@ def test_librosa_chroma_cqt(kwargs):
     ref = librosa.feature.chroma_cqt(y=y, **kwargs)
     assert got.shape == ref.shape
     peak = np.max(np.abs(ref))
-    assert np.max(np.abs(got - ref)) <= 0.1 * peak
+    assert np.max(np.abs(got - ref)) <= CQT_TOLERANCES["librosa_chroma_preset"] * peak
 
 
 def test_librosa_chroma_cqt_refuses_what_it_does_not_take():
@@ -572,7 +572,8 @@ def test_torchaudio_melscale_state_dict_is_torchaudios():
     scale = ta.MelScale(n_mels=40, n_stft=40, f_min=100.0)  # another bank, to be replaced
     scale.load_state_dict(theirs)
     spec = torch.rand(3, 40, 5)
-    torch.testing.assert_close(scale(spec), (spec.mT @ bank.float()).mT, rtol=1e-6, atol=0)
+    torch.testing.assert_close(scale(spec), (spec.mT @ bank.float()).mT,
+                               rtol=TOLERANCES["melscale32"], atol=0)  # fmt: skip
     with pytest.raises(RuntimeError, match="size mismatch"):
         ta.MelScale(n_mels=40, n_stft=41).load_state_dict(theirs)
 
