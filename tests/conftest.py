@@ -76,7 +76,9 @@ def pytest_ignore_collect(collection_path, config):
     module = _imports_missing_reference(collection_path)
     if module is None:
         return None
-    _LEFT_OUT.append(f"{collection_path.name} ({module})")
+    entry = f"{collection_path.name} ({module})"
+    if entry not in _LEFT_OUT:  # pytest may ask about a path more than once
+        _LEFT_OUT.append(entry)
     return True
 
 
