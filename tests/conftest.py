@@ -47,7 +47,7 @@ def pytest_collection_modifyitems(config, items):
 # The references the test extra installs. Both CI jobs have them, and there a test file that
 # imports one must fail to import when it is missing. The GPU machine has no network and may
 # lack librosa; there, the GPU suite (``-m cuda`` exactly, as tools/gpu_check.py runs it)
-# leaves out the files that import a missing reference, and the report's header names them.
+# leaves out the files that import a missing reference and names them at the end of the run.
 _REFERENCES = ("librosa", "scipy")
 _LEFT_OUT: list[str] = []
 
