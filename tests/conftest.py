@@ -84,5 +84,6 @@ def pytest_ignore_collect(collection_path, config):
 
 def pytest_terminal_summary(terminalreporter):
     if _LEFT_OUT:
+        # tools/gpu_check.py looks for this line (its LEFT_OUT)
         terminalreporter.write_line("not collected, a reference is not installed: "
                                     + ", ".join(_LEFT_OUT))  # fmt: skip

@@ -94,6 +94,33 @@ def test_gpu_check_dry_run_prints_the_sanitizer_and_bench_commands(tmp_path, cap
     assert "tests-0" not in printed
 
 
+def test_gpu_check_shows_the_files_conftest_left_out(tmp_path):
+    """The line tests/conftest.py prints under ``-m cuda`` for files whose reference is
+    missing is the line gpu_check passes on from its collection (run here with librosa
+    blocked by an import hook, as on a GPU machine without it)."""
+    import os
+    import subprocess
+    import sys
+
+    hook = tmp_path / "sitecustomize.py"
+    hook.write_text(
+        "import importlib.abc, sys\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] == 'librosa':\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+    )  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "cuda",
+                           "tests"], cwd=_GPU_CHECK.parents[1], env=env, capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert done.returncode in (0, 5), done.stdout[-2000:] + done.stderr[-2000:]
+    lines = gpu_check.left_out(done.stdout)
+    assert len(lines) == 1 and "test_tuning.py (librosa)" in lines[0]
+    assert gpu_check.left_out("1 passed\n") == []
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--steps", "tests,bogus"], "--steps: unknown bogus; allowed: tests, sanitize, bench"),
     (["--jobs", "0"], "--jobs must be at least 1, got 0"),

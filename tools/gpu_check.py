@@ -57,7 +57,18 @@ def collect(python: str, keyword: str | None) -> list[str]:
     if done.returncode not in (0, 5):  # 5: none collected
         sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
         raise SystemExit(f"collecting the cuda tests failed (pytest exit {done.returncode})")
+    for line in left_out(done.stdout):
+        print(line, flush=True)
     return ids
+
+
+def left_out(output: str) -> list[str]:
+    """The lines of pytest's ``output`` that name test files tests/conftest.py left out of a
+    ``-m cuda`` run (a reference such as librosa not installed on the GPU machine)."""
+    return [line for line in output.splitlines() if line.startswith(LEFT_OUT)]
+
+
+LEFT_OUT = "not collected, a reference is not installed:"  # tests/conftest.py's summary line
 
 
 def _commands(args: argparse.Namespace, ids: list[str]) -> dict[str, list[str]]:
