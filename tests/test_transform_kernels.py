@@ -963,9 +963,9 @@ def test_clipped_correlation_clips_where_it_stages_not_where_it_loads():
                           CUDA).splitlines()  # fmt: skip
     loads = [line for line in lines if "pa[s] =" in line]
     stores = [i for i, line in enumerate(lines) if line.strip().startswith("xs[")]
-    reads = [i for i, line in enumerate(lines) if line.strip().startswith("fv[s] = fl[")]
+    reads = [i for i, line in enumerate(lines) if line.strip() == "rv[s] = fl[f];"]
     assert len(loads) == 2 and not any("clipped(" in line for line in loads)
-    assert len(stores) == 1 and "= clipped(pa[s], fv[s], k < k_hi);" in lines[stores[0]]
+    assert len(stores) == 1 and "= clipped(pa[s], rv[s], k < k_hi);" in lines[stores[0]]
     assert len(reads) == 1 and reads[0] < stores[0]
     assert "?" not in lines[stores[0]]  # no branch around the floor in the store
 

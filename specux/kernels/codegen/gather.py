@@ -689,7 +689,7 @@ def _tiled_forward(tm: int, clip: bool = False) -> dict:
     split = CORRELATE_SPLIT
     row = "rb[f] = q < n_rows ? (q / count) * sig_len + start + (q % count) * hop : -1;"
     left = "to_real(in[rb[f] + k])"
-    setup, stage, stage_reads = [], "pa[s]", []
+    setup, stage, row_read = [], "pa[s]", None
     if clip:
         row += ("\n        fl[f] = q < n_rows ? ((const real_t*)table_b)[q / count] - "
                 "(real_t)factor : (real_t)0;")
@@ -698,13 +698,8 @@ def _tiled_forward(tm: int, clip: bool = False) -> dict:
         # before it stages a value, and the step's test is a select, not a branch around
         # each read, so the reads issue together (mfcc's clipped DCT 0.0245 -> 0.0233 ms on
         # an H100, the same bits; docs/benchmarks.md).
-        n_staged = tm * CORRELATE_TAPS // CORRELATE_THREADS
-        stage = "clipped(pa[s], fv[s], k < k_hi)"
-        stage_reads = [
-            f"real_t fv[{n_staged}];  // the floors of the rows this thread stages",
-            f"for (int s = 0; s < {n_staged}; ++s)",
-            f"    fv[s] = fl[tid / {CORRELATE_TAPS} + s * {CORRELATE_THREADS // CORRELATE_TAPS}];",
-        ]
+        row_read = "fl[f]"  # into rv[s] (_staged_steps)
+        stage = "clipped(pa[s], rv[s], k < k_hi)"
         setup = [
             "    real_t* const fl = (real_t*)((long long*)specux_shared + TM);  // floors",
             # torch.maximum(x, floor): a NaN in either is the result
@@ -730,7 +725,7 @@ def _tiled_forward(tm: int, clip: bool = False) -> dict:
         "step": "",
         "left": f"rb[f] >= 0 ? {left} : (real_t)0",
         "stage": stage,
-        "stage_reads": stage_reads,
+        "row_read": row_read,
         "right": "right[k * size + c]",
         "store": [
             "            if (splits > 1) put(&out[(split * n_rows + q) * size + c], acc[i][k]);",
@@ -819,11 +814,20 @@ def _staged_steps(parts: dict, tm: int, tn: int, barrier: str, ahead: bool) -> l
             "        }",
             f"        {barrier}",
         ]  # fmt: skip
+    # ``row_read``: a value of each staged row, read for all of this thread's rows into
+    # ``rv`` before it stages any (the stage reads ``rv[s]``), so the reads issue together
+    reads = [] if parts.get("row_read") is None else [
+        f"        real_t rv[{tm * tk // threads}];",
+        f"        for (int s = 0; s < {tm * tk // threads}; ++s) {{",
+        f"            const int f = tid / {tk} + s * {threads // tk};",
+        f"            rv[s] = {parts['row_read']};",
+        "        }",
+    ]  # fmt: skip
     return [
         f"    real_t pa[{tm * tk // threads}], pb[{-(-tk * tn // threads)}];",
         *_fetch(parts, tm, tn, "k_lo", "    "),
         loop,
-        *("        " + line for line in parts.get("stage_reads", [])),
+        *reads,
         f"        for (int s = 0; s < {tm * tk // threads}; ++s) {{",
         f"            const int f = tid / {tk} + s * {threads // tk};",
         *([f"            const long long k = k0 + tid % {tk};"]
