@@ -1,9 +1,12 @@
-"""tools/ncu_regions.py's summary of ncu's source page (its GPU half runs on the GPU machine)."""
+"""The tools' host halves: tools/ncu_regions.py's summary of ncu's source page,
+tools/gpu_check.py's steps, tools/ab.py's variants (their GPU halves run on the GPU
+machine)."""
 
 from __future__ import annotations
 
 import csv
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +133,55 @@ def test_gpu_check_refuses_bad_arguments(tmp_path, capsys, argv, message):
         gpu_check.main(["--out", str(tmp_path), "--dry-run", *argv])
     assert raised.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_ab_variants_parse_and_alternate(capsys, monkeypatch):
+    """tools/ab.py: a variant is a name, a tree and attributes to set (literals); malformed
+    ones are refused by what is wrong; the processes alternate variant by variant, round by
+    round, and only the first round saves its results (dry run: no GPU needed)."""
+    spec = importlib.util.spec_from_file_location("ab", _PATH.parent / "ab.py")
+    ab = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "ab", ab)  # (dataclasses look their module up)
+    spec.loader.exec_module(ab)
+    v = ab.parse_variant("proj@/tmp/tree:specux.kernels.transform_exec._PROJECT_KERNEL=True;"
+                         "a.b.c=(1, 'x')")  # fmt: skip
+    assert v.name == "proj" and v.tree == Path("/tmp/tree").resolve()
+    assert v.overrides == [("specux.kernels.transform_exec", "_PROJECT_KERNEL", True),
+                           ("a.b.c".rpartition(".")[0], "c", (1, "x"))]  # fmt: skip
+    assert ab.parse_variant("base") == ab.Variant("base")
+    for bad, what in (("1x", "identifier"), ("v:attr=1", "module.attr=value"),
+                      ("v:m.a=oops", "Python literal")):  # fmt: skip
+        with pytest.raises(ValueError, match=what):
+            ab.parse_variant(bad)
+    assert ab.main(["--variant", "base", "--variant", "new:m.a=1", "--rounds", "2",
+                    "--only", "mfcc", "--dry-run"]) == 0  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("--child ")[1].split()[0] for line in lines] == [
+        "base", "new:m.a=1", "base", "new:m.a=1"]
+    assert ["--save" in line for line in lines] == [True, True, False, False]
+    with pytest.raises(SystemExit):
+        ab.main(["--variant", "base", "--dry-run"])  # one variant: nothing to compare
+
+
+def test_ab_runs_its_variants_on_the_host(capsys, monkeypatch):
+    """tools/ab.py end to end with its host smoke settings (eager CPU calls, a scaled
+    workload): a variant setting an attribute and one naming a tree (this checkout) time
+    the same results bit for bit; a variant setting a missing attribute fails and is
+    reported, and the exit status says so."""
+    pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location("ab", _PATH.parent / "ab.py")
+    ab = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "ab", ab)
+    spec.loader.exec_module(ab)
+    common = ["--only", "mfcc", "--rounds", "1", "--device", "cpu", "--scale", "0.005",
+              "--warmup", "0", "--repeats", "1", "--calls", "1"]  # fmt: skip
+    root = _PATH.parents[1]
+    assert ab.main(["--variant", "base", "--variant",
+                    "proj:specux.kernels.transform_exec._PROJECT_KERNEL=True",
+                    "--variant", f"tree@{root}", *common]) == 0  # fmt: skip
+    table = capsys.readouterr().out.split("workload")[1].splitlines()
+    assert [line.split()[1] for line in table[1:]] == ["base", "proj", "tree"]
+    assert [line.split()[4] for line in table[2:]] == ["same", "same"]
+    assert ab.main(["--variant", "base", "--variant", "bad:specux.nothing_here=1",
+                    *common]) == 1  # fmt: skip
+    assert "has no attribute 'nothing_here'" in capsys.readouterr().out
