@@ -549,7 +549,7 @@ def _transform_families(recorder):
     """The spectral transforms' kernels: framing FFTs (every output value, padding kind,
     packed / plain / Bluestein) and every gather kind."""
     from specux.kernels import transform_exec
-    from specux.kernels.codegen.gather import FOLD_MMA_MAX_NB, GatherSpec
+    from specux.kernels.codegen.gather import FOLD_MMA_MAX_NB, GatherSpec, project_option
 
     for storage in ("float16", "bfloat16", "float32", "float64"):
         precision = "float64" if storage == "float64" else "float32"
@@ -628,6 +628,11 @@ def _transform_families(recorder):
         for frames, n_out, n_in in ((40064, 20, 80), (37, 13, 40)):  # the clipped DCTs
             option = transform_exec.correlate_option(1, frames, n_out, n_in, n_in, precision)
             recorder.specs.add(GatherSpec("correlate_clip", precision, precision, option))
+        # the dense projections: DCTs (mfcc's 80 -> 20), their transposes, the widest
+        for n_in, n_out in ((80, 20), (20, 80), (40, 13), (3, 128), (1, 1)):
+            for kind in ("project", "project_clip"):
+                option = project_option(n_in, n_out, precision)
+                recorder.specs.add(GatherSpec(kind, precision, precision, option))
         recorder.specs.add(GatherSpec("partsum", precision, precision))
         for bins, columns in ((12, 2), (36, 64), (48, 80), (60, 200)):  # cqt's spectral path
             option = transform_exec.fold_option(bins, columns)

@@ -508,6 +508,31 @@ def test_features_match_cpu(case, dtype):
     assert_matches_cpu(got, ref, db=kwargs.get("output") == "db", what=case)
 
 
+@pytest.mark.parametrize("case", ["mfcc-perf", "mfcc-dct3-lifter-no-top_db",
+                                  "lfcc-band-limited", "lfcc-default-bank"])  # fmt: skip
+def test_projection_kernel_gives_the_correlations_bits(case, monkeypatch):
+    """mfcc's and lfcc's DCT on the dense projection kernel (transform_exec._PROJECT_KERNEL,
+    off until it is timed on a GPU) gives the bits of the route it would replace, forward
+    and backward (the DCT's transpose), in float32 and float64, and so the CPU backend's
+    values."""
+    from specux.kernels import transform_exec
+
+    fn, kwargs = FEATURE_CASES[case]
+    for dtype in (F32, F64):
+        x = _feature_signal((2, 3, 12000), seed=5, dtype=dtype)
+        results = []
+        for on in (False, True):
+            monkeypatch.setattr(transform_exec, "_PROJECT_KERNEL", on)
+            xd = x.to(DEVICE).requires_grad_(True)
+            y = fn(xd, **kwargs)
+            g = torch.linspace(-1.0, 1.0, y.numel(), dtype=y.dtype, device=DEVICE)
+            (y * g.reshape(y.shape)).sum().backward()
+            results.append((y.detach(), xd.grad))
+        (y0, g0), (y1, g1) = results
+        assert torch.equal(y0, y1) and torch.equal(g0, g1), (case, dtype)
+        assert_matches_cpu(y1, fn(x, **kwargs), what=f"{case} {dtype}")
+
+
 FEATURE_LAYOUT_CASES = ["mel-perf-db-top_db", "mfcc-perf", "lfcc-band-limited",
                         "chroma-norm2-tuning-24"]  # fmt: skip
 

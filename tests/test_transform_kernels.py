@@ -947,6 +947,100 @@ def test_emulated_dense_projection_is_the_gathers_bits(dtype, rng):
         assert _peak_error(outs[0], ref) <= TOLERANCES[f"{precision}_peak"]
 
 
+@pytest.mark.parametrize("n_out, n_in", [
+    (20, 80),  # mfcc's DCT: 5 warps
+    (80, 20),  # its transpose (mfcc's backward): 20 warps, outputs wider than the rows
+    (13, 9),  # a partial warp of columns, a row stride padded from 9
+    (128, 3),  # the most columns: 32 warps
+    (1, 1),
+])  # fmt: skip
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_emulated_projection_kernel_gives_the_gathers_bits(dtype, n_out, n_in, rng):
+    """transform_exec.dense_project (the ``project`` kernel: 32 rows a block, a warp per
+    four columns) gives the bank gather's bits for a dense matrix, writes nothing past its
+    rows, and is the float64 product to the precision's tolerance."""
+    from specux.kernels import emulate
+
+    precision = np.dtype(dtype).name
+    matrix = rng.standard_normal((n_out, n_in)).astype(dtype)
+    weights = np.ascontiguousarray(matrix.T)
+    bands = transform_exec.dense_bands(n_out, n_in)
+    rows = 67  # three blocks of rows, the last holding 3
+    x = rng.standard_normal((rows, n_in)).astype(dtype)
+    got = np.full((rows + 1, n_out), 7.0, dtype)  # a row past the output: untouched
+    transform_exec.dense_project(emulate.HostBackend(), x, got, weights, rows=rows,
+                                 n_in=n_in, n_out=n_out, precision=precision)  # fmt: skip
+    ref = np.zeros((rows, n_out), dtype)
+    transform_exec.bank(emulate.HostBackend(), x, ref, bands, weights, rows=rows, n_in=n_in,
+                        n_out=n_out, exponent=1.0, db_factor=None, eps=0.0, storage=precision,
+                        precision=precision)  # fmt: skip
+    np.testing.assert_array_equal(got[:rows], ref)
+    assert (got[rows] == 7.0).all()
+    exact = x.astype(np.float64) @ matrix.T.astype(np.float64)
+    assert _peak_error(got[:rows], exact) <= TOLERANCES[f"{precision}_peak"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_emulated_projection_routes_agree(dtype, rng, monkeypatch):
+    """transform_exec.project on the projection kernel (``_PROJECT_KERNEL`` on), on the
+    tiled correlation and, unclipped, on the bank gather gives the same bits: a DCT
+    clipped at each signal's peak minus top_db, and its transpose (mfcc's backward)."""
+    from specux.kernels import emulate
+    from specux.meta import matrices
+
+    precision = np.dtype(dtype).name
+    signals, frames = 2, 45
+    for n_out, n_in, transpose in ((13, 40, False), (40, 13, True)):
+        spec = matrices.dct_spec(n_out=n_out if not transpose else n_in,
+                                 n_in=n_in if not transpose else n_out, dct_type=2,
+                                 norm="ortho", lifter=0.0)  # fmt: skip
+        key = spec.transposed().as_key() if transpose else spec.as_key()
+        bands, weights, width = transform_exec.sparse_bank(key, precision)
+        assert width == n_in and transform_exec.is_dense(bands, n_in)
+        x = rng.standard_normal((signals * frames, n_in)).astype(dtype)
+        x[frames:] -= 3.0  # the second signal's floor differs
+        peaks = np.array([x[:frames].max(), x[frames:].max()], dtype)
+        outs = {}
+        for route in ("project", "correlate", "gather"):
+            monkeypatch.setattr(transform_exec, "_PROJECT_KERNEL", route == "project")
+            for clip in (True, False):
+                if clip and route == "gather":
+                    continue
+                out = np.zeros((signals * frames, n_out), dtype)
+                transform_exec.project(emulate.HostBackend(), x, out, bands, weights,
+                                       rows=signals * frames, n_in=n_in, n_out=n_out,
+                                       storage=precision, precision=precision,
+                                       dense=route != "gather", signals=signals,
+                                       peaks=peaks if clip else None, top_db=1.5)  # fmt: skip
+                outs[route, clip] = out
+        for route, clip in outs:
+            np.testing.assert_array_equal(outs[route, clip], outs["correlate", clip])
+        assert not np.array_equal(outs["project", True], outs["project", False])
+
+
+def test_projection_kernel_shapes():
+    """The projection kernel takes up to PROJECT_MAX_OUT outputs and a block's shared memory
+    up to PROJECT_SHARED bytes (project, transform_exec, sends other dense matrices to the
+    tiled correlation); malformed options and shapes it does not take are refused by name."""
+    from specux.kernels.codegen import gather
+
+    fits, project_option = gather.project_fits, gather.project_option
+    PROJECT_MAX_OUT, GatherSpec = gather.PROJECT_MAX_OUT, gather.GatherSpec
+
+    assert project_option(80, 20, "float32") == "i80o20"
+    # shared memory: mfcc's DCT of 128 mel bands in float32 (17 KB a block for 80), not in
+    # float64 (54 KB) nor of 256 bands in float32
+    assert fits(128, 20, "float32") and not fits(128, 20, "float64")
+    assert not fits(256, 20, "float32")
+    assert fits(1, PROJECT_MAX_OUT, "float64")
+    assert not fits(1, PROJECT_MAX_OUT + 1, "float32") and not fits(0, 4, "float32")
+    with pytest.raises(ValueError, match="does not fit the project kernel"):
+        project_option(4, 129, "float32")
+    for option in ("n20", "i80", "c8n3m4", "i4o0"):
+        with pytest.raises(ValueError, match="project option|does not fit"):
+            GatherSpec("project", "float32", "float32", option)
+
+
 def test_clipped_correlation_clips_where_it_stages_not_where_it_loads():
     """The clip of ``correlate_clip`` is applied as a tile is stored to shared memory: the
     loads of the next tile (issued before the products) leave their values untouched, so
@@ -970,26 +1064,36 @@ def test_clipped_correlation_clips_where_it_stages_not_where_it_loads():
     assert "?" not in lines[stores[0]]  # no branch around the floor in the store
 
 
-@pytest.mark.parametrize("tile", ["rule", "c4n4m2"])
+@pytest.mark.parametrize("route", ["project", "correlate", "c4n4m2"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_emulated_clipped_projection_is_clip_then_project(dtype, tile, rng, monkeypatch):
-    """transform_exec.project with ``peaks`` (the kind ``correlate_clip``: mfcc's top_db
-    clip read by its DCT) gives the bits of the projection of the clipped rows, each signal
-    clipped at its own peak minus top_db; a NaN in a signal (its peak NaN) makes that
-    signal's outputs NaN, as torch.maximum would, and leaves the others alone; for the
-    rule's tile and another (taller, more columns a thread)."""
+def test_emulated_clipped_projection_is_clip_then_project(dtype, route, rng, monkeypatch):
+    """transform_exec.project with ``peaks`` (mfcc's top_db clip read by its DCT: the kind
+    ``project_clip``, or ``correlate_clip`` for a matrix the projection kernel does not
+    take) gives the bits of the projection of the clipped rows, each signal clipped at its
+    own peak minus top_db; a NaN in a signal (its peak NaN) makes that signal's outputs NaN,
+    as torch.maximum would, and leaves the others alone; on the projection kernel, and on
+    the correlation with the rule's tile and another (taller, more columns a thread)."""
     from specux.kernels import emulate
     from specux.kernels.cpu import features as cpu_features
     from specux.meta import matrices
 
-    if tile != "rule":
-        monkeypatch.setattr(transform_exec, "correlate_option", lambda *a, **k: tile)
+    launched = []
+    launch = emulate.HostBackend.launch
+
+    def spy(self, spec, *args):
+        launched.append(spec.kind)
+        return launch(self, spec, *args)
+
+    monkeypatch.setattr(emulate.HostBackend, "launch", spy)
+    monkeypatch.setattr(transform_exec, "_PROJECT_KERNEL", route == "project")
+    if route == "c4n4m2":
+        monkeypatch.setattr(transform_exec, "correlate_option", lambda *a, **k: route)
 
     precision = np.dtype(dtype).name
     key = matrices.dct_spec(n_out=13, n_in=40, dct_type=2, norm="ortho", lifter=0.0).as_key()
     bands, weights, n_in = transform_exec.sparse_bank(key, precision)
     assert transform_exec.projects_clipped(True, n_in, precision, precision)
-    signals, frames, top_db = 3, 37, 2.0  # 111 rows: partial tiles, signals across tiles
+    signals, frames, top_db = 3, 37, 2.0  # 111 rows: partial tiles, signals across them
     x = rng.standard_normal((signals, n_in, frames)).astype(dtype)
     x[1, 4, 5] = np.nan
 
@@ -1007,9 +1111,11 @@ def test_emulated_clipped_projection_is_clip_then_project(dtype, tile, rng, monk
     peaks = np.array([np.max(s) for s in x], dtype)
     assert np.isnan(peaks[1]) and (clipped[0] == x[0].max() - dtype(top_db)).any()
     got, ref = project(x, peaks), project(clipped, None)
+    kind = "project" if route == "project" else "correlate"
+    assert launched == [f"{kind}_clip", kind]
     np.testing.assert_array_equal(got, ref)
     assert np.isnan(got[1]).all() and np.isfinite(got[[0, 2]]).all()
-    with pytest.raises(ValueError, match="tiled correlation"):
+    with pytest.raises(ValueError, match="projects_clipped"):
         transform_exec.project(emulate.HostBackend(), x, x, bands, weights, rows=1,
                                n_in=n_in, n_out=13, storage=precision, precision=precision,
                                dense=False, peaks=peaks)  # fmt: skip

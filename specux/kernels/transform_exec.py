@@ -30,6 +30,7 @@ from specux.kernels.codegen.gather import (
     FOLD_THREADS,
     FRAME_OUTPUTS,
     GATHER_THREADS,
+    PROJECT_ROWS,
     ROWMAX_THREADS,
     GatherSpec,
     correlate_columns,
@@ -40,6 +41,10 @@ from specux.kernels.codegen.gather import (
     fold_tile,
     mma_splits,
     mma_tile,
+    project_fits,
+    project_option,
+    project_shared_bytes,
+    project_threads,
 )
 from specux.kernels.cpu import cqt as cpu_cqt
 from specux.kernels.cpu import frames as cpu_frames
@@ -235,10 +240,18 @@ def bank(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
     _launch(backend, spec, rows * n_out, args)
 
 
+# Whether project runs dense matrices on the projection kernel (codegen.gather._project).
+# Off until it is timed on a GPU against the tiled correlation it replaces (mfcc's clipped
+# DCT: 0.0233 ms on an H100, 0.0243 on an H200, where its bytes take about 4 us): it was
+# written and checked on the host emulation and NVRTC in a session that had no GPU
+# (docs/benchmarks.md). The two give the same bits.
+_PROJECT_KERNEL = False
+
+
 def projects_clipped(dense: bool, n_in: int, storage: str, precision: str) -> bool:
-    """Whether :func:`project` clips its rows itself (``peaks``): the tiled correlation's
-    route (a ``dense`` matrix of at most ``CORRELATE_SPLIT`` columns, rows stored in the
-    compute precision)."""
+    """Whether :func:`project` clips its rows itself (``peaks``): a ``dense`` matrix of at
+    most ``CORRELATE_SPLIT`` columns, rows stored in the compute precision (the projection
+    kernel's route where the shape fits it, else the tiled correlation's)."""
     return dense and storage == precision and n_in <= CORRELATE_SPLIT
 
 
@@ -248,18 +261,29 @@ def project(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: i
     """``dst[r, m] = sum_k matrix[m, k] * src[r, k]`` for ``rows`` contiguous rows (a DCT, a
     chroma fold, a filterbank's transpose: :func:`bank_tables`' ``bands`` / ``weights``).
     A ``dense`` matrix (every band spans every column: its weights are the matrix
-    transposed, a correlation kernel) of at most ``CORRELATE_SPLIT`` columns, on rows stored
-    in the compute precision, runs as the tiled correlation -- the rows as frames of
-    ``signals`` signals with hop ``n_in`` -- which stages the rows and the matrix in shared
-    memory instead of reading each operand once per output; the others as the bank gather.
-    Both sum each output over ascending k in one accumulator: the same bits. With ``peaks``
+    transposed) on rows stored in the compute precision runs as the dense projection
+    (:func:`dense_project`) where its shape fits that kernel (``gather.project_fits``: up
+    to 128 outputs) and ``_PROJECT_KERNEL`` is on, else, of at most ``CORRELATE_SPLIT``
+    columns, as the tiled correlation (the rows as frames of ``signals`` signals with hop
+    ``n_in``); both stage the rows and the matrix in shared memory instead of reading each
+    operand once per output. The others run as the bank gather. All three sum each output
+    over ascending k in one accumulator: the same bits. With ``peaks``
     (:func:`projects_clipped` must hold; one value a signal, the precision), each signal's
     rows are read as ``max(x, peak - top_db)`` (mfcc's top_db clip)."""
     clip = peaks is not None
     if clip and not projects_clipped(dense, n_in, storage, precision):
-        raise ValueError("project clips its rows on the tiled correlation's route only")
+        raise ValueError("project clips its rows only where projects_clipped holds: a dense "
+                         f"matrix of at most {CORRELATE_SPLIT} columns, rows stored in the "
+                         "compute precision")  # fmt: skip
     if rows % max(signals, 1):
         raise ValueError(f"project: {rows} rows are not whole signals of {signals}")
+    kernel = _PROJECT_KERNEL and dense and storage == precision
+    if kernel and project_fits(n_in, n_out, precision):
+        if rows * n_out:
+            dense_project(backend, src, dst, weights, rows=rows, n_in=n_in, n_out=n_out,
+                          precision=precision, count=rows // max(signals, 1), peaks=peaks,
+                          top_db=top_db)  # fmt: skip
+        return
     if projects_clipped(dense, n_in, storage, precision) and rows * n_out:
         count = rows // signals
         correlate(backend, src, dst, weights, rows=signals, count=count, columns=n_out,
@@ -268,6 +292,26 @@ def project(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: i
         return
     bank(backend, src, dst, bands, weights, rows=rows, n_in=n_in, n_out=n_out, exponent=1.0,
          db_factor=None, eps=0.0, storage=storage, precision=precision)  # fmt: skip
+
+
+def dense_project(backend, src, dst, matrix_t, *, rows: int, n_in: int, n_out: int,
+                  precision: str, count: int = 1, peaks=None,
+                  top_db: float = 0.0) -> None:  # fmt: skip
+    """``dst[r, c] = sum_k matrix_t[k, c] * src[r, k]`` for ``rows`` contiguous rows of
+    ``n_in`` values (the precision) and ``c < n_out`` (``matrix_t``: the matrix transposed,
+    ``(n_in, n_out)``; ``gather.project_fits`` must hold): the ``project`` block kernel
+    (codegen.gather._project), one block per ``PROJECT_ROWS`` rows. With ``peaks`` (one
+    value for every ``count`` rows), row r is read as ``max(x, peaks[r // count] -
+    top_db)`` (the kind ``project_clip``)."""
+    option = project_option(n_in, n_out, precision)  # raises where the shape does not fit
+    if rows * n_out == 0:
+        return
+    spec = GatherSpec("project_clip" if peaks is not None else "project", precision,
+                      precision, option)  # fmt: skip
+    args = _args(backend, src, dst, matrix_t, peaks, rows=rows, count=count, size=n_out,
+                 frame_len=n_in, factor=top_db)  # fmt: skip
+    backend.launch(spec, -(-rows // PROJECT_ROWS), project_threads(option),
+                   project_shared_bytes(option, precision), args)  # fmt: skip
 
 
 def is_dense(bands: np.ndarray, n_in: int) -> bool:
@@ -1126,8 +1170,8 @@ def _cqt_fold(backend, padded, out, spec: ConstantQSpec, plan, sc: SpectralCqt, 
 __all__ = ["BankReduce", "adjoint_fusable", "adjoint_ola_fusable", "bank", "bank_tables",
            "convert", "correlate", "correlate_option", "correlate_t", "correlate_t_option",
            "cqt_correlate", "cqt_correlate_t", "cqt_kernel", "cqt_plan", "cqt_spectra",
-           "cqt_spectral", "dense_bands", "fold_idft", "fold_option", "fold_product",
-           "fold_grid", "fold_tensor_cores", "FoldGrid",
+           "cqt_spectral", "dense_bands", "dense_project", "fold_idft", "fold_option",
+           "fold_product", "fold_grid", "fold_tensor_cores", "FoldGrid",
            "SpectralCqt",
            "elementwise", "filterbank_of_spectrum", "filterbank_stft", "fold_table", "frame",
            "hop_major", "istft", "istft_fusable", "istft_overlap_add", "overlap_add",

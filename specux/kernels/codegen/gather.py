@@ -80,6 +80,13 @@ and the torch route's fftconvolve product and unfused stft mapping, so both give
   the kernel regrouped hop by hop (see ``_tiled_transpose``); each output sample is one
   thread's sum over its frames and columns (no atomics), added to what ``out`` holds.
   The tiled kinds are the ones whose threads share memory.
+- ``project``: ``out[q, c] = sum_k table_a[k * size + c] * x[q, k]`` for ``rows``
+  contiguous rows of ``frame_len`` values and ``c < size``: a dense matrix (mfcc's DCT)
+  applied to every row. A block kernel (:func:`_project`; ``option`` ``"i<n_in>o<n_out>"``,
+  the matrix's shape compiled in: ``frame_len`` and ``size`` must equal it); and
+- ``project_clip``: ``project`` of each signal's values clipped from below first, ``max(x,
+  table_b[q / count] - factor)`` with torch.maximum's NaN rule (``count`` rows a signal):
+  mfcc's per-signal top_db clip read into its DCT, the clipped values never stored.
 - ``fold_product`` / ``fold_idft``: cqt's spectral path (block kinds; see the comment above
   :data:`FOLD_THREADS`).
 """
@@ -118,7 +125,7 @@ GATHER_PARAMS = (
 
 KINDS = ("frame", "ola", "fold", "istft", "seam", "bank", "convert", "map", "value", "cmul",
          "rowmax", "colnorm", "correlate", "correlate_clip", "correlate_t", "partsum",
-         "fold_product", "fold_idft")  # fmt: skip
+         "project", "project_clip", "fold_product", "fold_idft")  # fmt: skip
 # dtype name -> storage type of the array kinds
 _ARRAY_TYPES = {"float16": "unsigned short", "bfloat16": "specux_b16", "float32": "float",
                 "float64": "double",
@@ -149,6 +156,8 @@ class GatherSpec:
                                  f"float32, not {self.precision}")  # fmt: skip
         elif self.kind == "fold_product":
             fold_tile(self.option)  # raises for a malformed tile
+        if self.kind in PROJECT_KINDS:
+            project_option(*project_shape(self.option), self.precision)  # raises where unfit
         if self.tiled:
             correlate_tile(self.option)  # raises for a malformed tile
             if mma_tile(self.option) is not None and (self.kind, self.precision) != (
@@ -166,13 +175,15 @@ class GatherSpec:
     def block(self) -> bool:
         """A block kernel (threads of a block share memory and barriers: the tiled kinds and
         ``rowmax``) rather than one thread per output."""
-        return self.tiled or self.kind in ("rowmax", "fold_product", "fold_idft")
+        return self.tiled or self.kind in ("rowmax", "fold_product", "fold_idft", *PROJECT_KINDS)
 
     @property
     def threads(self) -> int:
         """Threads a block (the kernel's launch bound)."""
         if self.kind in ("fold_product", "fold_idft"):
             return FOLD_THREADS
+        if self.kind in PROJECT_KINDS:
+            return project_threads(self.option)
         return ROWMAX_THREADS if self.kind == "rowmax" else CORRELATE_THREADS
 
     @property
@@ -586,6 +597,137 @@ def _colnorm(spec: GatherSpec) -> str:
         "    if (length < (real_t)eps) length = (real_t)1;",
         "    for (long long k = 0; k < count; ++k)",
         "        put(&out[k * size], to_real(in[k * size]) / length);",
+    ])  # fmt: skip
+
+
+# The dense projection (kinds ``project`` / ``project_clip``): mfcc's and lfcc's DCT, and
+# its transpose in their backward, over every row of a frame-major dB spectrogram. The
+# matrix's shape is compiled in (``option`` ``"i<n_in>o<n_out>"``: :func:`project_shape`),
+# so every loop bound, stride and division is a constant. A block takes PROJECT_ROWS
+# consecutive rows -- one contiguous stretch of memory, staged into shared memory by
+# coalesced loads (and clipped there, each value once) -- beside the matrix transposed,
+# its columns padded to a multiple of 4 with zeros. Warp w computes columns 4 w .. 4 w + 3
+# of every row of the block, lane l row l: per k, one value of its row and four of the
+# matrix, the same four for the whole warp (a broadcast). So a block has one warp per four
+# columns (mfcc's 20 coefficients: 5 warps, 1252 blocks for PERF.md's 40064 frames), and a
+# thread keeps 4 sums. The sums go back through shared memory and leave as the block's
+# contiguous rows of output (coalesced). Each output sums over ascending k in one
+# accumulator, as the bank gather does: the same bits.
+PROJECT_KINDS = ("project", "project_clip")
+PROJECT_ROWS = 32  # rows a block: a warp's lanes
+PROJECT_MAX_OUT = 128  # columns: 4 a warp, at most 32 warps (1024 threads) a block
+PROJECT_SHARED = 48 * 1024  # a block's shared memory at most (no opt-in needed)
+
+
+def project_shape(option: str) -> tuple[int, int]:
+    """``(n_in, n_out)`` of a ``project`` kernel, from its option ``"i<n_in>o<n_out>"``;
+    raises for a malformed one or a shape the kernel does not take (:func:`project_fits`)."""
+    match = re.fullmatch(r"i([0-9]+)o([0-9]+)", option)
+    if match is None:
+        raise ValueError(f"project option={option!r} is not 'i<n_in>o<n_out>'")
+    return int(match.group(1)), int(match.group(2))
+
+
+def _project_stride(n_in: int, precision: str) -> int:
+    """The staged rows' stride in shared memory (values): at least ``n_in``, so that lane l's
+    row starts at a word offset whose 16-byte reads from 8 lanes at a time fall in distinct
+    banks (4 words mod 8 apart in float32, 2 values mod 4 in float64)."""
+    step, rest = (8, 4) if precision != "float64" else (4, 2)
+    return n_in + (rest - n_in) % step
+
+
+def _project_layout(n_in: int, n_out: int, precision: str) -> tuple[int, int, int]:
+    """(row stride, padded columns, shared bytes) of a ``project`` block."""
+    itemsize = 8 if precision == "float64" else 4
+    stride, columns = _project_stride(n_in, precision), -(-n_out // 4) * 4
+    rows_area = PROJECT_ROWS * max(stride, n_out)  # the rows, then the outputs
+    return stride, columns, (rows_area + n_in * columns + PROJECT_ROWS) * itemsize
+
+
+def project_fits(n_in: int, n_out: int, precision: str) -> bool:
+    """Whether the ``project`` kernel takes an ``(n_out, n_in)`` matrix: at most
+    PROJECT_MAX_OUT columns and a block within PROJECT_SHARED bytes of shared memory."""
+    return (1 <= n_out <= PROJECT_MAX_OUT and n_in >= 1
+            and _project_layout(n_in, n_out, precision)[2] <= PROJECT_SHARED)  # fmt: skip
+
+
+def project_option(n_in: int, n_out: int, precision: str) -> str:
+    """The ``project`` option of an ``(n_out, n_in)`` matrix; raises where it does not fit."""
+    if not project_fits(n_in, n_out, precision):
+        raise ValueError(f"a {n_out} x {n_in} matrix does not fit the project kernel in "
+                         f"{precision} (at most {PROJECT_MAX_OUT} outputs and "
+                         f"{PROJECT_SHARED} bytes of shared memory)")  # fmt: skip
+    return f"i{n_in}o{n_out}"
+
+
+def project_threads(option: str) -> int:
+    """A ``project`` block's threads: a warp per four columns."""
+    return 32 * -(-project_shape(option)[1] // 4)
+
+
+def project_shared_bytes(option: str, precision: str) -> int:
+    """Dynamic shared memory of a ``project`` block: the rows (then the outputs), the matrix
+    transposed, each row's clip floor."""
+    return _project_layout(*project_shape(option), precision)[2]
+
+
+def _project(spec: GatherSpec, barrier: str) -> str:
+    n_in, n_out = project_shape(spec.option)
+    stride, columns, _ = _project_layout(n_in, n_out, spec.precision)
+    rows_, threads = PROJECT_ROWS, project_threads(spec.option)
+    clip = spec.kind == "project_clip"
+    value = "to_real(in[q0 * " + str(n_in) + " + e])"
+    floors = []
+    if clip:
+        value = f"clipped({value}, fl[e / {n_in}])"
+        floors = [
+            # torch.maximum(x, floor): a NaN in either is the result
+            "    auto clipped = [](real_t v, real_t floor) -> real_t {",
+            "        return (v < floor || floor != floor) ? floor : v;",
+            "    };",
+            f"    if (tid < {rows_}) {{",
+            "        const long long q = q0 + tid;",
+            "        fl[tid] = q < rows ? ((const real_t*)table_b)[q / count] - (real_t)factor"
+            " : (real_t)0;",
+            "    }",
+            f"    {barrier}",
+        ]  # fmt: skip
+    return "\n".join([
+        f"    const long long q0 = block * {rows_}LL;  // the block's first row",
+        f"    const int n_rows = rows - q0 < {rows_} ? (int)(rows - q0) : {rows_};",
+        "    const storage_t* in = (const storage_t*)in_ptr;",
+        "    const real_t* right = (const real_t*)table_a;  // the matrix transposed",
+        "    real_t* xs = (real_t*)specux_shared;  // the rows, then the outputs",
+        f"    real_t* ds = xs + {rows_ * max(stride, n_out)};  // the matrix, {columns} columns",
+        f"    real_t* fl = ds + {n_in * columns};  // each row's clip floor",
+        *floors,
+        f"    for (int i = tid; i < {n_in * columns}; i += {threads}) {{",
+        f"        const int k = i / {columns}, c = i - k * {columns};",
+        f"        ds[i] = c < {n_out} ? right[k * {n_out} + c] : (real_t)0;",
+        "    }",
+        f"    for (int e = tid; e < n_rows * {n_in}; e += {threads}) {{  // coalesced",
+        f"        const int r = e / {n_in};",
+        f"        xs[r * {stride} + (e - r * {n_in})] = {value};",
+        "    }",
+        f"    {barrier}",
+        "    const int lane = tid % 32, w = tid / 32;",
+        "    const real_t* x = xs + lane * " + str(stride) + ";",
+        "    const real_t* d = ds + 4 * w;",
+        "    real_t acc0 = (real_t)0, acc1 = (real_t)0, acc2 = (real_t)0, acc3 = (real_t)0;",
+        "    #pragma unroll 8",
+        f"    for (int k = 0; k < {n_in}; ++k) {{",
+        "        const real_t v = x[k];",
+        f"        acc0 += v * d[k * {columns}];",
+        f"        acc1 += v * d[k * {columns} + 1];",
+        f"        acc2 += v * d[k * {columns} + 2];",
+        f"        acc3 += v * d[k * {columns} + 3];",
+        "    }",
+        f"    {barrier}  // every row read: the outputs go where the rows were",
+        f"    real_t* const o = xs + lane * {n_out} + 4 * w;",
+        *[f"    if (4 * w + {j} < {n_out}) o[{j}] = acc{j};" for j in range(4)],
+        f"    {barrier}",
+        "    storage_t* out = (storage_t*)out_ptr + q0 * " + str(n_out) + ";",
+        f"    for (int e = tid; e < n_rows * {n_out}; e += {threads}) put(&out[e], xs[e]);",
     ])  # fmt: skip
 
 
@@ -1577,6 +1719,8 @@ def render_gather(spec: GatherSpec, dialect: Dialect) -> str:
             body = _fold_product(spec, dialect.barrier)
         elif spec.kind == "fold_idft":
             body = _fold_idft(spec, dialect.barrier)
+        elif spec.kind in PROJECT_KINDS:
+            body = _project(spec, dialect.barrier)
         else:
             body = (_tiled_mma if mma else _tiled)(spec, dialect.barrier)
         open_, close = dialect.block_open, dialect.block_close
@@ -1607,4 +1751,6 @@ __all__ = ["CORRELATE_LANES", "CORRELATE_SPLIT", "CORRELATE_TAPS", "CORRELATE_TH
            "FOLD_MMA_COLUMNS", "FOLD_MMA_TERMS", "fold_bins", "fold_mma_tile",
            "fold_shared_bytes", "fold_tile",
            "MMA_CAPABILITY", "MMA_WINDOW", "mma_splits", "mma_tile",
+           "PROJECT_KINDS", "PROJECT_MAX_OUT", "PROJECT_ROWS", "project_fits",
+           "project_option", "project_shape", "project_shared_bytes", "project_threads",
            "render_gather"]  # fmt: skip
