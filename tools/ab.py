@@ -127,33 +127,9 @@ def _same_bits(a: list, b: list) -> bool:
                                     for x, y in zip(a, b))  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--variant", action="append", default=[],
-                        help="NAME[@TREE][:module.attr=value;...] (at least two)")
-    parser.add_argument("--only", default="mel,mfcc",
-                        help="bench/transforms.py workloads, NAME_bwd for forward + backward")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds a process")
-    parser.add_argument("--dry-run", action="store_true", help="print the processes only")
-    # the host's smoke test (tests/test_tools.py): eager calls on the CPU, workloads scaled
-    parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
-    parser.add_argument("--scale", type=float, default=1.0, help=argparse.SUPPRESS)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--save", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        _child(args)
-        return 0
-    variants = [parse_variant(v) for v in args.variant]
-    if len(variants) < 2 or len({v.name for v in variants}) != len(variants):
-        parser.error("give two --variant or more, with distinct names")
-    if args.rounds < 1:
-        parser.error(f"--rounds must be at least 1, got {args.rounds}")
-    folder = Path(tempfile.mkdtemp(prefix="specux-ab-"))  # the first round's results
+def _rounds(args: argparse.Namespace, variants: list[Variant], folder: Path):
+    """Every round's processes, variant by variant: (times per variant, the first round's
+    results per variant, exit status)."""
     times: dict[str, list[dict]] = {v.name: [] for v in variants}
     saved: dict[str, Path] = {}
     status = 0
@@ -188,11 +164,43 @@ def main(argv: list[str] | None = None) -> int:
                 saved[v.name] = save
             print(f"{v.name} round {r}: {lines[-1]}", flush=True)
     if args.dry_run:
-        return 0
+        return times, {}, status
     import torch
 
+    return times, {name: torch.load(path) for name, path in saved.items()}, status
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--variant", action="append", default=[],
+                        help="NAME[@TREE][:module.attr=value;...] (at least two)")
+    parser.add_argument("--only", default="mel,mfcc",
+                        help="bench/transforms.py workloads, NAME_bwd for forward + backward")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds a process")
+    parser.add_argument("--dry-run", action="store_true", help="print the processes only")
+    # the host's smoke test (tests/test_tools.py): eager calls on the CPU, workloads scaled
+    parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
+    parser.add_argument("--scale", type=float, default=1.0, help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--save", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        _child(args)
+        return 0
+    variants = [parse_variant(v) for v in args.variant]
+    if len(variants) < 2 or len({v.name for v in variants}) != len(variants):
+        parser.error("give two --variant or more, with distinct names")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    with tempfile.TemporaryDirectory(prefix="specux-ab-") as folder:  # first round's results
+        times, results, status = _rounds(args, variants, Path(folder))
+    if args.dry_run:
+        return 0
     base = variants[0].name
-    results = {name: torch.load(path) for name, path in saved.items()}
     print(f"\n{'workload':<14}{'variant':<12}{'median ms':>10}{'vs ' + base:>10}  bits  rounds")
     for work in args.only.split(","):
         ref = statistics.median([t[work] for t in times[base]]) if times[base] else None
