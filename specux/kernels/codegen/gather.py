@@ -711,20 +711,34 @@ def _project(spec: GatherSpec, barrier: str) -> str:
         "    }",
         f"    {barrier}",
         "    const int lane = tid % 32, w = tid / 32;",
-        "    const real_t* x = xs + lane * " + str(stride) + ";",
-        "    const real_t* d = ds + 4 * w;",
+        # a row's values 4 at a time: lane l's row starts 4 words mod 8 (float32) apart
+        # from lane l + 1's, so a 16-byte read of 8 lanes meets 8 distinct groups of banks
+        # (_project_stride), where reads of one value each would meet 4 lanes a bank
+        "    struct alignas(16) quad_t { real_t v[4]; };",
+        f"    const quad_t* x = (const quad_t*)(xs + lane * {stride});",
+        "    const real_t* d = ds + 4 * w;  // this warp's 4 columns, row k at k * "
+        f"{columns}",
         "    real_t acc0 = (real_t)0, acc1 = (real_t)0, acc2 = (real_t)0, acc3 = (real_t)0;",
-        "    #pragma unroll 8",
-        f"    for (int k = 0; k < {n_in}; ++k) {{",
-        "        const real_t v = x[k];",
-        f"        acc0 += v * d[k * {columns}];",
-        f"        acc1 += v * d[k * {columns} + 1];",
-        f"        acc2 += v * d[k * {columns} + 2];",
-        f"        acc3 += v * d[k * {columns} + 3];",
+        "    #pragma unroll 2",
+        f"    for (int kq = 0; kq < {n_in // 4}; ++kq) {{",
+        "        const quad_t v = x[kq];",
+        f"        const real_t* dk = d + kq * {4 * columns};",
+        *[line for i in range(4) for line in (
+            f"        acc0 += v.v[{i}] * dk[{i * columns}];",
+            f"        acc1 += v.v[{i}] * dk[{i * columns} + 1];",
+            f"        acc2 += v.v[{i}] * dk[{i * columns} + 2];",
+            f"        acc3 += v.v[{i}] * dk[{i * columns} + 3];")],
         "    }",
+        *[line for k in range(n_in // 4 * 4, n_in) for line in (  # the last n_in % 4
+            f"    acc0 += xs[lane * {stride} + {k}] * d[{k * columns}];",
+            f"    acc1 += xs[lane * {stride} + {k}] * d[{k * columns} + 1];",
+            f"    acc2 += xs[lane * {stride} + {k}] * d[{k * columns} + 2];",
+            f"    acc3 += xs[lane * {stride} + {k}] * d[{k * columns} + 3];")],
         f"    {barrier}  // every row read: the outputs go where the rows were",
-        f"    real_t* const o = xs + lane * {n_out} + 4 * w;",
-        *[f"    if (4 * w + {j} < {n_out}) o[{j}] = acc{j};" for j in range(4)],
+        *([f"    ((quad_t*)(xs + lane * {n_out}))[w] = quad_t{{{{acc0, acc1, acc2, acc3}}}};"]
+          if n_out % 4 == 0 else
+          [f"    real_t* const o = xs + lane * {n_out} + 4 * w;",
+           *[f"    if (4 * w + {j} < {n_out}) o[{j}] = acc{j};" for j in range(4)]]),
         f"    {barrier}",
         "    storage_t* out = (storage_t*)out_ptr + q0 * " + str(n_out) + ";",
         f"    for (int e = tid; e < n_rows * {n_out}; e += {threads}) put(&out[e], xs[e]);",
