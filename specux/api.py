@@ -26,6 +26,7 @@ class _Call:
     """One validated call: the route, the engine and the precision bookkeeping."""
 
     def __init__(self, x: Any, backend: Any, name: str = "x", family: str = "fft") -> None:
+        self.name = name  # how the signature names the input, for errors
         self.route = routing.route(x, backend, name, family)
         self.engine = engine_for(self.route.library)
         self.kind = float_kind(x, self.route.library, name)
@@ -374,7 +375,8 @@ def _array_window(call: _Call, window: Any, p: StftParams, name: str = "window")
             f"{type(window).__name__}"
         ) from None
     if library != call.route.library:
-        raise TypeError(f"{name} is a {library} array but x is a {call.route.library} array")
+        raise TypeError(f"{name} is a {library} array but {call.name} is a "
+                        f"{call.route.library} array")  # fmt: skip
     try:
         real = float_kind(window, library, name) == "real"
     except TypeError:  # int, bool, object: its message would offer complex dtypes too

@@ -489,7 +489,13 @@ def _estimate_tuning(call: _Call, x, p: StftParams, w, power: float, sr, n_chrom
     sr = params.as_float("sr", sr, positive=True)
     n_chroma = params.as_int("n_chroma", n_chroma, minimum=1)
     xr = call.engine.cast(x, call.compute)
-    spectrum = call.engine.host(call.engine.stft(xr, w, p, "magnitude", 1e-10))
+    try:
+        spectrum = call.engine.host(call.engine.stft(xr, w, p, "magnitude", 1e-10))
+    except params.BackendUnavailableError as exc:  # (a meta tensor: no values to read)
+        raise params.BackendUnavailableError(
+            f"tuning=None estimates the tuning from the signal's values on the host ({exc}): "
+            "pass tuning= (in fractions of a bin) instead"
+        ) from None
     # librosa's chroma_stft estimates from S alone, whose bins it takes for those of a
     # 2 (bins - 1)-point FFT: for an odd n_fft, n_fft - 1 (followed, so chroma equals
     # librosa's; the estimate moves by 0.04 of a bin at n_fft=511, 0.01 at 2047)
@@ -527,7 +533,9 @@ def fftconvolve(x: Any, y: Any, mode: str = "full", dim: int = -1, *, backend: s
     d_y = params.axis("dim", dim, other.ndim)
     length_x, length_y = x.shape[d_x], y.shape[d_y]
     if length_x == 0 or length_y == 0:
-        raise ValueError("x and y must have at least one sample along dim")
+        empty = "x" if length_x == 0 else "y"
+        raise ValueError(f"{empty} has no samples along dim={dim}: fftconvolve needs at least "
+                         "one in each operand")  # fmt: skip
     others_x = tuple(n for i, n in enumerate(x.shape) if i != d_x)
     others_y = tuple(n for i, n in enumerate(y.shape) if i != d_y)
     if any(m != n and 1 not in (m, n) for m, n in zip(others_x[::-1], others_y[::-1])):

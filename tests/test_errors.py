@@ -130,6 +130,20 @@ def test_unknown_window_name(window, x):
     _raises(ValueError, "window", specux.istft, S, n_fft=N_FFT, window=window)
 
 
+def test_unknown_window_name_lists_arrays_only_where_taken(x):
+    """The error for an unknown window name offers a window array where the function takes
+    one (stft) and not where it does not (cqt, get_window, the filters)."""
+    err = _raises(ValueError, "'bogus' is not supported", specux.stft, x, n_fft=N_FFT,
+                  window="bogus")  # fmt: skip
+    assert "1-D array of length win_length" in str(err)
+    for call in (lambda: specux.cqt(x, sr=8000, fmin=100, n_bins=24, window="bogus"),
+                 lambda: specux.get_window("bogus", 4),
+                 lambda: specux.filters.constant_q(sr=8000, fmin=100, n_bins=24,
+                                                   window="bogus")):  # fmt: skip
+        err = _raises(ValueError, "'bogus' is not supported", call)
+        assert "array" not in str(err) and "win_length" not in str(err)
+
+
 @pytest.mark.parametrize(
     "window, exc",
     [
@@ -201,7 +215,9 @@ def test_window_array_wrong_library(x):
     assert "numpy" in str(err) and "torch" in str(err)
     _raises(TypeError, "window", specux.stft, x, n_fft=N_FFT, window=torch.ones(N_FFT))
     S = specux.stft(torch.from_numpy(x), n_fft=N_FFT)
-    _raises(TypeError, "window", specux.istft, S, n_fft=N_FFT, window=np.hanning(N_FFT))
+    # istft's input is S: the error names it so
+    _raises(TypeError, "window is a numpy array but S is a torch array", specux.istft, S,
+            n_fft=N_FFT, window=np.hanning(N_FFT))  # fmt: skip
 
 
 def test_window_array_bad_dtype_or_type(x):
@@ -456,6 +472,35 @@ def test_fft_nonfinite(fn, bad, lib, rng):
     assert np.all(np.isfinite(out[0])) and np.all(np.isfinite(out[2]))
     if bad is np.nan:
         assert np.all(np.isnan(out[1] if fn == "fft2" else out[1, 2]))
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_cqt_nonfinite_without_numpy_warnings(lib, x):
+    """An inf sample in a cqt (forward and, on torch, backward) gives non-finite bins where
+    its frames reach, as the FFT paths do, and no numpy RuntimeWarning (inf * 0 in the
+    products; the FFT paths raise none either)."""
+    import warnings
+
+    y = x.copy()
+    y[0, 2000] = np.inf
+    data = torch.from_numpy(y).requires_grad_(True) if lib == "torch" else y
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = specux.cqt(data, sr=8000, fmin=100, n_bins=24)
+        if lib == "torch":
+            out.abs().sum().backward()
+            out = out.detach().numpy()
+    assert not np.all(np.isfinite(out[0])) and np.all(np.isfinite(out[1]))
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_estimated_tuning_of_a_meta_tensor_names_tuning():
+    """tuning=None reads the signal's values: on a meta tensor (no values) the error says
+    that tuning=None is the cause and to pass a number."""
+    x = torch.empty(4000, device="meta")
+    for call in (lambda: specux.cqt(x, sr=8000, fmin=100, n_bins=24, tuning=None),
+                 lambda: specux.chroma(x, sr=8000, tuning=None)):  # fmt: skip
+        _raises(specux.BackendUnavailableError, r"tuning=None .* pass tuning=", call)
 
 
 # ---------------------------------------------------------------------------------------------

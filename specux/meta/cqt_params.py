@@ -159,7 +159,7 @@ def cqt_spec(
     tuning_ = as_float("tuning", tuning)
     filter_scale_ = as_float("filter_scale", filter_scale, positive=True)
     norm_ = filter_norm("norm", norm)
-    spec = window_spec(window)
+    spec = window_spec(window, arrays=False)
     if spec.is_array:
         raise ValueError(
             f"window={window!r} is not supported for cqt: pass a window name or a "

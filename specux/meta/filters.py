@@ -728,7 +728,7 @@ def chroma_params(sr, n_fft, n_chroma, tuning, ctroct, octwidth, norm, base_c) -
 
 def _window_name(window: WindowSpec) -> tuple[str, float | None]:
     """Canonical ``(name, parameter)`` of a named window; raises ValueError if unknown."""
-    spec = window_spec(window)
+    spec = window_spec(window, arrays=False)
     if spec.is_array:
         raise ValueError(
             f"window={window!r} is not supported here: pass a window name or a "

@@ -262,8 +262,9 @@ def check_window_parameter(key: str, parameter: float, shown: Callable[[], str])
                          "magnitude")  # fmt: skip
 
 
-def window_spec(value: Any) -> WindowSpec:
-    """Normalize ``window=``: a name, a ``(name, parameter)`` tuple, or an array (checked later)."""
+def window_spec(value: Any, arrays: bool = True) -> WindowSpec:
+    """Normalize ``window=``: a name, a ``(name, parameter)`` tuple, or an array (checked
+    later; ``arrays``: whether the caller takes one, for the error's list of what is)."""
     if isinstance(value, str):
         key = value.lower()
         key = _WINDOW_ALIASES.get(key, key)
@@ -274,13 +275,14 @@ def window_spec(value: Any) -> WindowSpec:
                 f"window={value!r} needs a parameter: pass ({key!r}, "
                 f"{'beta' if key == 'kaiser' else 'std'})"
             )
+        array = ", or a 1-D array of length win_length" if arrays else ""
         raise ValueError(
             f"window={value!r} is not supported: use one of {WINDOW_NAMES}, "
-            f"('kaiser', beta), ('gaussian', std), or a 1-D array of length win_length"
+            f"('kaiser', beta) or ('gaussian', std){array}"
         )
     if isinstance(value, tuple):
         if len(value) == 1 and isinstance(value[0], str):
-            return window_spec(value[0])
+            return window_spec(value[0], arrays)
         if len(value) != 2 or not isinstance(value[0], str):
             raise ValueError(
                 f"window={value!r} is not supported: a tuple window is (name, parameter), "

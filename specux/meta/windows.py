@@ -84,7 +84,7 @@ def get_window(window: Any, n: int, dtype: Any = np.float64) -> np.ndarray:
     ``("gaussian", std)``); equal to ``scipy.signal.get_window(window, n, fftbins=True)``.
     """
     n = as_size("n", n, what="the window")
-    spec = window_spec(window)
+    spec = window_spec(window, arrays=False)
     if spec.is_array:
         raise ValueError(
             f"get_window: window must be a name or a (name, parameter) tuple, got {type(window)}"

@@ -470,10 +470,13 @@ def cqt(
         pad = plan.pad(length, n_frames)
         xp = pad_signal(flat, pad, pad_mode)
         as_real = out.view(dtype)  # (count, n_frames, 2 n_bins): Re, Im interleaved per bin
-        if plan.polyphase is not None:
-            _polyphase_forward(plan.polyphase, xp, pad, n_frames, hop, as_real)
-        for g in plan.frames:
-            _frames_forward(g, xp, pad, n_frames, hop, as_real)
+        # an inf sample makes inf * 0 in the products: NaN where the FFT paths give NaN
+        # too, without numpy's warning (they give none)
+        with np.errstate(invalid="ignore"):
+            if plan.polyphase is not None:
+                _polyphase_forward(plan.polyphase, xp, pad, n_frames, hop, as_real)
+            for g in plan.frames:
+                _frames_forward(g, xp, pad, n_frames, hop, as_real)
     result = apply_output(out.reshape(*batch, n_frames, spec.n_bins), output, eps)
     return result.swapaxes(-1, -2)
 
@@ -572,9 +575,10 @@ def cqt_adjoint(
     pad = plan.pad(length, n_frames)
     # hop samples of slack: a frames chunk's cotangent is scattered as whole hop-wide rows.
     xbar = np.zeros((count, length + 2 * pad + hop), dtype=dtype)
-    if plan.polyphase is not None:
-        _polyphase_adjoint(plan.polyphase, as_real, pad, hop, xbar)
-    for g in plan.frames:
-        _frames_adjoint(g, as_real, pad, hop, xbar)
+    with np.errstate(invalid="ignore"):  # as in cqt
+        if plan.polyphase is not None:
+            _polyphase_adjoint(plan.polyphase, as_real, pad, hop, xbar)
+        for g in plan.frames:
+            _frames_adjoint(g, as_real, pad, hop, xbar)
     out = pad_adjoint(xbar[:, : length + 2 * pad], pad, pad_mode, length)
     return out.reshape(*batch, length)
