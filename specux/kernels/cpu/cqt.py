@@ -470,8 +470,8 @@ def cqt(
         pad = plan.pad(length, n_frames)
         xp = pad_signal(flat, pad, pad_mode)
         as_real = out.view(dtype)  # (count, n_frames, 2 n_bins): Re, Im interleaved per bin
-        # an inf sample makes inf * 0 in the products: NaN where the FFT paths give NaN
-        # too, without numpy's warning (they give none)
+        # an inf sample makes inf * 0 in the products: non-finite bins where the FFT
+        # paths give them too, without numpy's warning (they give none)
         with np.errstate(invalid="ignore"):
             if plan.polyphase is not None:
                 _polyphase_forward(plan.polyphase, xp, pad, n_frames, hop, as_real)
