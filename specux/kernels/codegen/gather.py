@@ -480,13 +480,25 @@ def _convert(spec: GatherSpec) -> str:
     return "\n".join(lines)
 
 
+def _below_floor(value: str, floor: str) -> str:
+    """Whether ``max(value, floor)`` is ``floor`` under torch.maximum's (and numpy's) rule:
+    a NaN in either propagates, so a NaN floor wins too (every clip of the kernels renders
+    through here: the ``clip`` map, ``correlate_clip`` and ``project_clip``)."""
+    return f"({value} < {floor} || {floor} != {floor})"
+
+
+# A row q's floor in the clipped projections: its signal's peak (table_b, one a signal of
+# ``count`` rows) minus top_db
+_SIGNAL_FLOOR = "((const real_t*)table_b)[q / count] - (real_t)factor"
+
+
 _MAPS = {
     # The floor is rounded to the storage first, as an elementwise ``peak - top_db`` would be.
     # A NaN, in the value or the floor, propagates (numpy's and torch's maximum); so does the
     # dB's (block.db_of).
     "clip": "storage_t floor_s; put(&floor_s, to_real(((const storage_t*)table_a)[gid / size])"
             " - (real_t)factor); const real_t floor = to_real(floor_s);"
-            " v = (v < floor || floor != floor) ? floor : v;",
+            f" v = {_below_floor('v', 'floor')} ? floor : v;",
     "threshold": "if (v < (real_t)factor) v = (real_t)0;",
     "db": f"v = {db_of('(real_t)factor', 'v')};",
     "window": "v *= ((const real_t*)table_a)[gid % size];",
@@ -621,7 +633,7 @@ PROJECT_SHARED = 48 * 1024  # a block's shared memory at most (no opt-in needed)
 
 def project_shape(option: str) -> tuple[int, int]:
     """``(n_in, n_out)`` of a ``project`` kernel, from its option ``"i<n_in>o<n_out>"``;
-    raises for a malformed one or a shape the kernel does not take (:func:`project_fits`)."""
+    raises for a malformed one (:func:`project_option` checks that the shape fits)."""
     match = re.fullmatch(r"i([0-9]+)o([0-9]+)", option)
     if match is None:
         raise ValueError(f"project option={option!r} is not 'i<n_in>o<n_out>'")
@@ -683,12 +695,11 @@ def _project(spec: GatherSpec, barrier: str) -> str:
         floors = [
             # torch.maximum(x, floor): a NaN in either is the result
             "    auto clipped = [](real_t v, real_t floor) -> real_t {",
-            "        return (v < floor || floor != floor) ? floor : v;",
+            f"        return {_below_floor('v', 'floor')} ? floor : v;",
             "    };",
             f"    if (tid < {rows_}) {{",
             "        const long long q = q0 + tid;",
-            "        fl[tid] = q < rows ? ((const real_t*)table_b)[q / count] - (real_t)factor"
-            " : (real_t)0;",
+            f"        fl[tid] = q < rows ? {_SIGNAL_FLOOR} : (real_t)0;",
             "    }",
             f"    {barrier}",
         ]  # fmt: skip
@@ -847,8 +858,7 @@ def _tiled_forward(tm: int, clip: bool = False) -> dict:
     left = "to_real(in[rb[f] + k])"
     setup, stage, row_read = [], "pa[s]", None
     if clip:
-        row += ("\n        fl[f] = q < n_rows ? ((const real_t*)table_b)[q / count] - "
-                "(real_t)factor : (real_t)0;")
+        row += f"\n        fl[f] = q < n_rows ? {_SIGNAL_FLOOR} : (real_t)0;"
         # the loaded values only: padding steps stay 0; a row past the frames holds 0s and
         # its floor is 0, which leaves them 0. A thread's floors are read into registers
         # before it stages a value, and the step's test is a select, not a branch around
@@ -860,7 +870,7 @@ def _tiled_forward(tm: int, clip: bool = False) -> dict:
             "    real_t* const fl = (real_t*)((long long*)specux_shared + TM);  // floors",
             # torch.maximum(x, floor): a NaN in either is the result
             "    auto clipped = [](real_t v, real_t floor, bool loaded) -> real_t {",
-            "        return loaded && (v < floor || floor != floor) ? floor : v;",
+            f"        return loaded && {_below_floor('v', 'floor')} ? floor : v;",
             "    };",
         ]
     return {
