@@ -135,14 +135,20 @@ def test_gpu_check_refuses_bad_arguments(tmp_path, capsys, argv, message):
     assert message in capsys.readouterr().err
 
 
-def test_ab_variants_parse_and_alternate(capsys, monkeypatch):
+@pytest.fixture
+def ab(monkeypatch):
+    """tools/ab.py as a module."""
+    spec = importlib.util.spec_from_file_location("ab", _PATH.parent / "ab.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "ab", module)  # (dataclasses look their module up)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ab_variants_parse_and_alternate(ab, capsys):
     """tools/ab.py: a variant is a name, a tree and attributes to set (literals); malformed
     ones are refused by what is wrong; the processes alternate variant by variant, round by
     round, and only the first round saves its results (dry run: no GPU needed)."""
-    spec = importlib.util.spec_from_file_location("ab", _PATH.parent / "ab.py")
-    ab = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "ab", ab)  # (dataclasses look their module up)
-    spec.loader.exec_module(ab)
     v = ab.parse_variant("proj@/tmp/tree:specux.kernels.transform_exec._PROJECT_KERNEL=True;"
                          "a.b.c=(1, 'x')")  # fmt: skip
     assert v.name == "proj" and v.tree == Path("/tmp/tree").resolve()
@@ -163,16 +169,12 @@ def test_ab_variants_parse_and_alternate(capsys, monkeypatch):
         ab.main(["--variant", "base", "--dry-run"])  # one variant: nothing to compare
 
 
-def test_ab_runs_its_variants_on_the_host(capsys, monkeypatch):
+def test_ab_runs_its_variants_on_the_host(ab, capsys):
     """tools/ab.py end to end with its host smoke settings (eager CPU calls, a scaled
     workload): a variant setting an attribute and one naming a tree (this checkout) time
     the same results bit for bit; a variant setting a missing attribute fails and is
     reported, and the exit status says so."""
     pytest.importorskip("torch")
-    spec = importlib.util.spec_from_file_location("ab", _PATH.parent / "ab.py")
-    ab = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "ab", ab)
-    spec.loader.exec_module(ab)
     common = ["--only", "mfcc", "--rounds", "1", "--device", "cpu", "--scale", "0.005",
               "--warmup", "0", "--repeats", "1", "--calls", "1"]  # fmt: skip
     root = _PATH.parents[1]

@@ -89,17 +89,15 @@ def _child(args: argparse.Namespace) -> None:
         if args.save:  # the first round's results, compared bit for bit
             results[name] = [t.detach().cpu().contiguous() for t in outs]
         del outs
-        if args.device == "cuda":
-            torch.cuda.empty_cache()
     if args.save:
         torch.save(results, args.save)
     print(json.dumps(times), flush=True)
 
 
 def _time_one(name: str, args: argparse.Namespace) -> tuple[float, tuple]:
-    """(graph replays' median ms, the results) of one workload, specux alone."""
+    """(median ms, the results) of one workload, specux alone, measured as
+    bench/transforms.py measures it (``_measure``: graph replays on CUDA)."""
     import transforms
-    from timing import graphed, median_ms
 
     backward = name.endswith("_bwd") and name != "mel_bwd"
     case = transforms._case(name.removesuffix("_bwd") if backward else name, args.device,
@@ -109,14 +107,12 @@ def _time_one(name: str, args: argparse.Namespace) -> tuple[float, tuple]:
         inputs = {k: (v.detach().clone().requires_grad_(True) if k in case.grad else v)
                   for k, v in case.inputs.items()}  # fmt: skip
         run = transforms._forward_backward(case.ours, inputs, case.grad)
-
-    def call():
-        return run(inputs)
-
-    timed = graphed(call) if args.device == "cuda" else call
-    ms = median_ms(timed, args.warmup, args.repeats, args.calls, args.device)
-    out = call()
-    return ms, out if isinstance(out, tuple) else (out,)
+    settings = argparse.Namespace(graph=args.device == "cuda", warmup=args.warmup,
+                                  repeats=args.repeats, calls=args.calls)  # fmt: skip
+    res = transforms._measure(run, inputs, settings, args.device)
+    if res.error is not None:
+        raise SystemExit(f"{name}: {res.error}: {res.reason}")
+    return res.ms, res.out if isinstance(res.out, tuple) else (res.out,)
 
 
 def _same_bits(a: list, b: list) -> bool:
