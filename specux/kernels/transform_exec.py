@@ -251,7 +251,8 @@ _PROJECT_KERNEL = False
 def projects_clipped(dense: bool, n_in: int, storage: str, precision: str) -> bool:
     """Whether :func:`project` clips its rows itself (``peaks``): a ``dense`` matrix of at
     most ``CORRELATE_SPLIT`` columns, rows stored in the compute precision (the projection
-    kernel's route where the shape fits it, else the tiled correlation's)."""
+    kernel's route where ``_PROJECT_KERNEL`` is on and the shape fits it, else the tiled
+    correlation's)."""
     return dense and storage == precision and n_in <= CORRELATE_SPLIT
 
 
