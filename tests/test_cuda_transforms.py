@@ -511,10 +511,9 @@ def test_features_match_cpu(case, dtype):
 @pytest.mark.parametrize("case", ["mfcc-perf", "mfcc-dct3-lifter-no-top_db",
                                   "lfcc-band-limited", "lfcc-default-bank"])  # fmt: skip
 def test_projection_kernel_gives_the_correlations_bits(case, monkeypatch):
-    """mfcc's and lfcc's DCT on the dense projection kernel (transform_exec._PROJECT_KERNEL,
-    off until it is timed on a GPU) gives the bits of the route it would replace, forward
-    and backward (the DCT's transpose), in float32 and float64, and so the CPU backend's
-    values."""
+    """mfcc's and lfcc's DCT on the dense projection kernel (transform_exec._PROJECT_KERNEL
+    on) gives the bits of the tiled correlation (off), forward and backward (the DCT's
+    transpose), in float32 and float64, and so the CPU backend's values."""
     from specux.kernels import transform_exec
 
     fn, kwargs = FEATURE_CASES[case]

@@ -917,9 +917,9 @@ def test_emulated_bfloat16_bank_frames_and_projection(rng):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_emulated_dense_projection_is_the_gathers_bits(dtype, rng):
-    """A dense matrix (mfcc's DCT) runs as the tiled correlation (transform_exec.project),
+    """A dense matrix (mfcc's DCT) runs as the projection kernel (transform_exec.project),
     which sums each output over ascending k in one accumulator as the bank gather does: the
-    same bits, for row counts that leave partial tiles; a sparse matrix (a mel bank) keeps
+    same bits, for row counts that leave partial blocks; a sparse matrix (a mel bank) keeps
     the gather."""
     from specux.kernels import emulate
     from specux.meta import matrices
