@@ -362,6 +362,19 @@ def _forward_backward(run: Callable[[dict], Any], inputs: dict, grad: tuple[str,
     return call
 
 
+def _runnable(name: str, device: str, scale: float) -> tuple[Callable[[dict], Any], dict]:
+    """specux's call of workload ``name`` and its inputs: a WORKLOADS id, or any of them with
+    ``_bwd`` (mel_bwd is one already) for the forward plus ``sum().backward()``, whose call
+    returns the gradients. tools/ab.py times these; tools/ncu_regions.py profiles them."""
+    backward = name.endswith("_bwd") and name != "mel_bwd"
+    case = _case(name.removesuffix("_bwd") if backward else name, device, scale)
+    if not (backward or case.backward):
+        return case.ours, case.inputs
+    inputs = {k: (v.detach().clone().requires_grad_(True) if k in case.grad else v)
+              for k, v in case.inputs.items()}  # fmt: skip
+    return _forward_backward(case.ours, inputs, case.grad), inputs
+
+
 # ---------------------------------------------------------------------------------------------
 # running one row
 

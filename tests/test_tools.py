@@ -62,6 +62,44 @@ def test_regions_split_at_barriers_and_sum_each(tmp_path, capsys):
     assert "specux_gather" in printed
 
 
+def test_survey_reads_ncus_raw_page(capsys):
+    """tools/ncu_regions.py survey: a kernel a row of the raw page (a header, a units row),
+    time in microseconds whatever ncu's unit, missing metrics as None, stalls sorted."""
+    stall = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+    header = ["ID", "Kernel Name", "Grid Size", "Block Size", "gpu__time_duration.sum",
+              "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+              "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+              "launch__registers_per_thread", stall.format("long_scoreboard"),
+              stall.format("mio_throttle"), stall.format("selected"), stall.format("barrier")]
+    units = ["", "", "", "", "usecond", "%", "%", "register/thread", "", "", "", ""]
+    rows = [["0", "specux_fft_block(const void*)", "(10016, 1, 1)", "(128, 1, 1)", "78.25",
+             "61.5", "11.0", "53", "1.25", "3.5", "1", "0.5"],
+            ["1", "void at::native::reduce_kernel<512>", "(1, 1, 1)", "(512, 1, 1)",
+             "1,250.0", "2.0", "0.5", "32", "", "", "", ""],
+            ["2", "short row"]]  # fmt: skip
+    text = "\n".join(",".join(f'"{c}"' for c in r) for r in [header, units, *rows])
+    found = ncu_regions.survey_rows('==PROF== a line before the table\n' + text)
+    assert [r["kernel"][:12] for r in found] == ["specux_fft_b", "void at::nat"]
+    first, second = found
+    assert (first["us"], first["SM%"], first["DRAM%"], first["regs"]) == (78.25, 61.5, 11.0, 53)
+    assert first["L1%"] is None and first["occ%"] is None  # not in this page
+    assert first["stalls"] == [("mio_throttle", 3.5), ("long_scoreboard", 1.25),
+                               ("barrier", 0.5)]  # "selected" is no stall  # fmt: skip
+    assert second["us"] == 1250.0 and second["stalls"] == []
+    nanoseconds = text.replace('"usecond"', '"nsecond"')
+    assert ncu_regions.survey_rows(nanoseconds)[0]["us"] == 78.25e-3
+    lines = ncu_regions.survey_table("mel", found)
+    assert lines[0] == "mel: 2 kernel(s), 1328.2 us under ncu"
+    assert "specux_fft_block " in lines[1] and "78.2 us" in lines[1]
+    assert "SM% 62" in lines[1] and "L1% -" in lines[1]
+    assert "stalls/issue: mio_throttle 3.5, long_scoreboard 1.2, barrier 0.5" in lines[1]
+    assert lines[2].endswith("stalls/issue: -")
+    assert ncu_regions.survey_rows("no table here") == []
+    with pytest.raises(SystemExit):
+        ncu_regions.main(["survey", "out", "--only", "mel,nope"])
+    assert "unknown workload(s) ['nope']" in capsys.readouterr().err
+
+
 def test_unknown_workload_is_refused():
     with pytest.raises(SystemExit):
         ncu_regions.main(["run", "nope", "out"])

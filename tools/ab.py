@@ -99,14 +99,7 @@ def _time_one(name: str, args: argparse.Namespace) -> tuple[float, tuple]:
     bench/transforms.py measures it (``_measure``: graph replays on CUDA)."""
     import transforms
 
-    backward = name.endswith("_bwd") and name != "mel_bwd"
-    case = transforms._case(name.removesuffix("_bwd") if backward else name, args.device,
-                            args.scale)  # fmt: skip
-    inputs, run = case.inputs, case.ours
-    if backward or case.backward:
-        inputs = {k: (v.detach().clone().requires_grad_(True) if k in case.grad else v)
-                  for k, v in case.inputs.items()}  # fmt: skip
-        run = transforms._forward_backward(case.ours, inputs, case.grad)
+    run, inputs = transforms._runnable(name, args.device, args.scale)
     settings = argparse.Namespace(graph=args.device == "cuda", warmup=args.warmup,
                                   repeats=args.repeats, calls=args.calls)  # fmt: skip
     res = transforms._measure(run, inputs, settings, args.device)

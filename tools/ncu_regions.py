@@ -9,18 +9,28 @@ counts the instructions by opcode. docs/benchmarks.md quotes its output.
 On the GPU machine (ncu needs the hardware counters: ``--clock-control none`` there):
 
     PYTHONPATH=. python tools/ncu_regions.py run mel $OUT     # profile, export, summarize
-    PYTHONPATH=. python tools/ncu_regions.py workload mel     # what `run` profiles
+    PYTHONPATH=. python tools/ncu_regions.py profiled mel     # what `run` profiles
 
 Anywhere, on an exported page (``ncu -i R.ncu-rep --page source --csv --print-source sass``):
 
     python tools/ncu_regions.py regions mel_sass.csv
 
-Workloads: ../shared/PERF.md's mel, mfcc, stft_c, stft_p (x (64, 160000), n_fft 1024, hop
-256), fft_b (complex64 (16384, 1024)) and fft_big (complex64 2 ** 24: two kernels).
+Workloads: ../shared/PERF.md's, as bench/transforms.py and bench/fft.py run them (mel_bwd:
+the forward and ``sum().backward()``).
 
 Written after the 2026-12-03 profiles of docs/benchmarks.md: their ncu commands (a scratch
 script's) are the ones ``run`` issues, and ``regions`` reproduces their tables from the pages
 they exported; ``run`` itself has not yet run on the GPU machine in this form.
+
+``survey`` profiles one call of each PERF.md workload whole -- every kernel it launches,
+specux's and torch's, between ``cudaProfilerStart`` and ``Stop`` after two warm-up calls --
+with ncu's SpeedOfLight, Occupancy, LaunchStats, WarpStateStats and ComputeWorkloadAnalysis
+sections, and prints a line a kernel: time, SM / DRAM / L1 throughput, issue slots busy,
+achieved / theoretical occupancy, registers, launch shape and the top stall reasons (warps
+stalled per issued instruction). The issues ask for a profile of every workload short of
+its target; this is it, in one command:
+
+    PYTHONPATH=. python tools/ncu_regions.py survey $OUT [--only mel,cqt]
 """
 
 from __future__ import annotations
@@ -33,49 +43,78 @@ import subprocess
 import sys
 from pathlib import Path
 
-WORKLOADS = ("mel", "mfcc", "stft_c", "stft_p", "fft_b", "fft_big")
+# bench/transforms.py's workloads (mel_bwd: forward and backward) and bench/fft.py's
+WORKLOADS = ("mel", "mel_bwd", "stft_c", "stft_p", "istft", "mfcc", "cqt", "conv", "fft_b",
+             "fft_big", "fft_prime", "rfft_odd")
+_FFT = {"fft_b": ((16384, 1024), True), "fft_big": ((2**24,), True),
+        "fft_prime": ((1000003,), True), "rfft_odd": ((16384, 1000), False)}  # fmt: skip
+# ncu's raw metrics ``survey`` prints: (column, metric)
+_SURVEY_METRICS = (
+    ("SM%", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+    ("DRAM%", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+    ("L1%", "l1tex__throughput.avg.pct_of_peak_sustained_active"),
+    ("issue%", "smsp__issue_active.avg.pct_of_peak_sustained_active"),
+    ("occ%", "sm__warps_active.avg.pct_of_peak_sustained_active"),
+    ("max%", "sm__maximum_warps_per_active_cycle_pct"),
+    ("regs", "launch__registers_per_thread"),
+)
+_STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 # specux kernels a call launches (fft_big: the four-step's two; mfcc: the mel kernel and the DCT)
-_KERNELS = {"fft_big": 2, "mfcc": 2}
-_CALLS = 4  # ncu profiles the third call's launches (two warm-up calls skipped)
 
 
-def workload(name: str) -> None:
-    """Run ``name`` ``_CALLS`` times on the GPU (the process ncu profiles)."""
+def _call(name: str):
+    """A zero-argument call of workload ``name`` (WORKLOADS) on the GPU."""
     import torch
 
     import specux
 
-    g = torch.Generator(device="cuda").manual_seed(0)
-    if name in ("mel", "mfcc", "stft_c", "stft_p"):
-        x = torch.randn(64, 160000, device="cuda", generator=g)
-        mel = dict(sr=16000, n_fft=1024, hop_length=256, n_mels=80)
-        calls = {
-            "mel": lambda: specux.melspectrogram(x, **mel),
-            "mfcc": lambda: specux.mfcc(x, n_mfcc=20, **mel),
-            "stft_c": lambda: specux.stft(x, n_fft=1024, hop_length=256),
-            "stft_p": lambda: specux.stft(x, n_fft=1024, hop_length=256, output="power"),
-        }
-        call = calls[name]
-    else:
-        shape = (16384, 1024) if name == "fft_b" else (2**24,)
-        x = torch.randn(shape, dtype=torch.complex64, device="cuda", generator=g)
-        call = lambda: specux.fft(x)  # noqa: E731
-    for _ in range(_CALLS):
+    if name in _FFT:
+        shape, complex_ = _FFT[name]
+        g = torch.Generator(device="cuda").manual_seed(0)
+        dtype = torch.complex64 if complex_ else torch.float32
+        x = torch.randn(shape, dtype=dtype, device="cuda", generator=g)
+        return (lambda: specux.fft(x)) if complex_ else (lambda: specux.rfft(x))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import transforms
+
+    run, inputs = transforms._runnable(name, "cuda", 1.0)
+    return lambda: run(inputs)
+
+
+def workload(name: str) -> None:
+    """Run ``name`` three times on the GPU (compiling or loading its kernels)."""
+    import torch
+
+    call = _call(name)
+    for _ in range(3):
         call()
     torch.cuda.synchronize()
 
 
+def profiled(name: str) -> None:
+    """Two warm-up calls of ``name``, then one between cudaProfilerStart and Stop (the call
+    ``run`` and ``survey`` profile)."""
+    import torch
+
+    call = _call(name)
+    for _ in range(2):
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    call()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+
+
 def run(name: str, out: Path) -> None:
-    """Profile ``name``'s specux kernel(s) with ncu, export the source and details pages to
-    ``out`` and print the region table."""
+    """Profile the specux kernels of one call of ``name`` (:func:`profiled`) with ncu, export
+    the source and details pages to ``out`` and print the region table."""
     out.mkdir(parents=True, exist_ok=True)
     me = [sys.executable, str(Path(__file__).resolve())]
-    subprocess.run([*me, "workload", name], check=True)  # compiles (or loads) its kernels
-    count = _KERNELS.get(name, 1)
     report = out / name
     subprocess.run(["ncu", "--clock-control", "none", "--set", "full", "--import-source", "no",
-                    "-k", "regex:specux_", "--launch-skip", str(2 * count), "--launch-count",
-                    str(count), "-f", "-o", str(report), *me, "workload", name],
+                    "--profile-from-start", "off", "-k", "regex:specux_", "-f", "-o",
+                    str(report), *me, "profiled", name],
                    check=True, stdout=subprocess.DEVNULL)  # fmt: skip
     pages = {"source": ["--page", "source", "--csv", "--print-source", "sass"],
              "details": ["--page", "details", "--csv"]}  # fmt: skip
@@ -164,6 +203,75 @@ def regions(path: Path) -> None:
             print(f"    ops: {ops}")
 
 
+def survey_rows(text: str) -> list[dict]:
+    """The kernels of ncu's raw page (``--page raw --csv``: a header row, a units row, a row
+    a kernel): name, grid and block, time in microseconds, _SURVEY_METRICS by column (None
+    where ncu did not give one) and the stall reasons, most stalled first."""
+    rows = list(csv.reader(text.splitlines()))
+    start = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
+    if start is None or len(rows) < start + 2:
+        return []
+    header, units = rows[start], rows[start + 1]
+    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+    found = []
+    for r in rows[start + 2:]:
+        if len(r) != len(header):
+            continue
+        value = dict(zip(header, r))
+        unit = dict(zip(header, units))
+        row = {"kernel": value["Kernel Name"], "grid": value.get("Grid Size", ""),
+               "block": value.get("Block Size", "")}  # fmt: skip
+        duration = value.get("gpu__time_duration.sum", "")
+        row["us"] = (_number(duration) * scale.get(unit.get("gpu__time_duration.sum", ""), 1.0)
+                     if duration else None)  # fmt: skip
+        for column, metric in _SURVEY_METRICS:
+            row[column] = _number(value[metric]) if value.get(metric, "") else None
+        stalls = [(m.group(1), _number(v)) for k, v in value.items()
+                  if (m := _STALL.match(k)) and v and m.group(1) != "selected"]  # fmt: skip
+        row["stalls"] = sorted(stalls, key=lambda kv: -kv[1])
+        found.append(row)
+    return found
+
+
+def survey_table(name: str, rows: list[dict]) -> list[str]:
+    """``survey``'s lines for one workload (see :func:`survey_rows`)."""
+    total = sum(r["us"] or 0.0 for r in rows)
+    lines = [f"{name}: {len(rows)} kernel(s), {total:.1f} us under ncu"]
+    for r in rows:
+        kernel = re.sub(r"\(.*", "", r["kernel"])[:40]
+        metrics = "  ".join(f"{c} {'-' if r[c] is None else f'{r[c]:.0f}'}"
+                            for c, _ in _SURVEY_METRICS)  # fmt: skip
+        stalls = ", ".join(f"{k} {v:.1f}" for k, v in r["stalls"][:3]) or "-"
+        us = "-" if r["us"] is None else f"{r['us']:.1f}"
+        lines.append(f"  {kernel:40s} {r['grid']:>14s} x {r['block']:<12s} {us:>7s} us  "
+                     f"{metrics}  stalls/issue: {stalls}")  # fmt: skip
+    return lines
+
+
+def survey(names: list[str], out: Path) -> int:
+    """Profile one call of each workload of ``names`` whole with ncu (see the module
+    docstring); reports and raw pages go to ``out``. Returns how many failed."""
+    out.mkdir(parents=True, exist_ok=True)
+    me = [sys.executable, str(Path(__file__).resolve())]
+    sections = [a for s in ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats",
+                            "ComputeWorkloadAnalysis") for a in ("--section", s)]  # fmt: skip
+    failed = 0
+    for name in names:
+        report = out / f"survey_{name}"
+        done = subprocess.run(["ncu", "--clock-control", "none", "--profile-from-start", "off",
+                               *sections, "-f", "-o", str(report), *me, "profiled", name],
+                              capture_output=True, text=True)  # fmt: skip
+        if done.returncode != 0:
+            failed += 1
+            print(f"{name}: ncu failed ({done.returncode}): {done.stderr[-600:].strip()}")
+            continue
+        text = subprocess.run(["ncu", "-i", f"{report}.ncu-rep", "--page", "raw", "--csv"],
+                              check=True, capture_output=True, text=True).stdout  # fmt: skip
+        (out / f"survey_{name}_raw.csv").write_text(text)
+        print("\n".join(survey_table(name, survey_rows(text))), flush=True)
+    return failed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -174,11 +282,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("workload", choices=WORKLOADS)
     p = sub.add_parser("regions", help="summarize an exported source page")
     p.add_argument("csv", type=Path)
+    p = sub.add_parser("survey", help="profile every kernel of each workload's call")
+    p.add_argument("out", type=Path, help="folder for the reports and their raw pages")
+    p.add_argument("--only", help="comma-separated workloads (default: all)")
+    p = sub.add_parser("profiled", help="a workload's call between profiler start and stop")
+    p.add_argument("workload", choices=WORKLOADS)
     args = parser.parse_args(argv)
     if args.command == "run":
         run(args.workload, args.out)
     elif args.command == "workload":
         workload(args.workload)
+    elif args.command == "survey":
+        names = args.only.split(",") if args.only else list(WORKLOADS)
+        unknown = [n for n in names if n not in WORKLOADS]
+        if unknown:
+            parser.error(f"--only: unknown workload(s) {unknown}; known: {','.join(WORKLOADS)}")
+        return 1 if survey(names, args.out) else 0
+    elif args.command == "profiled":
+        profiled(args.workload)
     else:
         regions(args.csv)
     return 0
