@@ -128,7 +128,7 @@ def test_polyphase_split_between_octaves(config):
     hop_length=st.sampled_from([1, 2, 3, 7, 16, 33, 64, 100, 256, 1000]),
     filter_scale=st.floats(0.3, 2.0),
     gamma=st.sampled_from([None, 0.0, 3.0]),
-    norm=st.sampled_from([1, 2, np.inf, None]),
+    norm=st.sampled_from([1, 2, np.inf, None, 0, -np.inf]),
     scale=st.booleans(),
     tuning=st.floats(-0.5, 0.5),
     window=st.sampled_from(["hann", "hamming", ("kaiser", 5.0), "boxcar"]),
@@ -449,7 +449,8 @@ def test_spec_key_round_trip():
         (dict(hop_length=0), "hop_length"),
         (dict(filter_scale=0.0), "filter_scale"),
         (dict(sr=0.0), "sr"),
-        (dict(norm=0), "norm"),
+        (dict(norm=-1), "norm"),
+        (dict(norm=float("nan")), "norm"),
         (dict(gamma=-1.0), "gamma"),
         (dict(n_bins=120), "fmin"),  # the top filter crosses Nyquist
         (dict(window=np.ones(8)), "window"),

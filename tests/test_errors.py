@@ -182,7 +182,7 @@ def test_feature_errors_name_the_callers_parameter(x):
     if torch is not None:
         calls.append(functools.partial(specux.nn.MFCC, sr=8000, n_fft=64, n_mels=10))
     for call in calls:
-        for bad in (-1, 0, "bad"):
+        for bad in (-1, -0.5, "bad"):
             _raises(ValueError, "^mel_norm=", call, mel_norm=bad)
         _raises(ValueError, "norm=array.*for the DCT", call, norm=np.array([1.0, 2.0]))
     _raises(ValueError, "norm=array.*for the DCT", specux.lfcc, x, sr=8000, n_fft=64,
@@ -812,8 +812,8 @@ def test_chroma_cqt_parameters_are_named_and_never_replaced(x):
     for fmin in (0, 0.0, -5.0):
         _raises(ValueError, rf"fmin={float(fmin)} is out of range: must be > 0",
                 specux.chroma, x, sr=16000, source="cqt", fmin=fmin)  # fmt: skip
-    _raises(ValueError, r"cqt_norm=0 is out of range: use None, np.inf or a real p > 0",
-            specux.chroma, x, sr=16000, source="cqt", cqt_norm=0)  # fmt: skip
+    _raises(ValueError, r"cqt_norm=-1 is out of range: use None, np.inf, -np.inf, 0 or a real "
+            r"p > 0", specux.chroma, x, sr=16000, source="cqt", cqt_norm=-1)  # fmt: skip
     _raises(specux.ParameterError, r"cqt_norm must be a real number",
             specux.chroma, x, sr=16000, source="cqt", cqt_norm="l2")  # fmt: skip
     # n_fft belongs to the stft source: given to the cqt source it would be ignored

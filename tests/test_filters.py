@@ -92,7 +92,8 @@ def test_hz_mel_types_and_shapes() -> None:
 # Mel filterbank
 # --------------------------------------------------------------------------------------
 
-MEL_NORMS = ["slaney", None, 1, 2, np.inf]
+# every norm librosa.filters.mel takes (util.normalize's: -inf and 0 too)
+MEL_NORMS = ["slaney", None, 1, 2, np.inf, -np.inf, 0]
 
 
 @pytest.mark.parametrize("htk", [False, True])
@@ -267,7 +268,7 @@ def test_linear_caching_dtype() -> None:
 def test_chroma_matches_librosa(sr: int, n_fft: int, n_chroma: int) -> None:
     import librosa
     for tuning in (0.0, -0.3, 0.45):
-        for norm in (None, 1, 2, np.inf):
+        for norm in (None, 1, 2, np.inf, -np.inf, 0):
             for octwidth, ctroct, base_c in ((2, 5.0, True), (None, 5.0, False), (1.5, 4.0, True)):
                 kw = dict(
                     sr=sr, n_fft=n_fft, n_chroma=n_chroma, tuning=tuning, norm=norm,
@@ -332,7 +333,7 @@ def _librosa_wavelet(librosa, *, sr, fmin, n_bins, bpo, tuning, filter_scale, no
 @pytest.mark.parametrize("bpo", [12, 24])
 def test_constant_q_matches_librosa(bpo: int, filter_scale: float, gamma) -> None:
     import librosa
-    for norm in (1, 2, None):
+    for norm in (1, 2, None, 0, -np.inf):  # util.normalize's norms, as librosa's wavelets
         kw = dict(sr=22050, n_bins=84, tuning=0.0, filter_scale=filter_scale, norm=norm)
         ours, lengths = F.constant_q(**kw, bins_per_octave=bpo, gamma=gamma)
         ref, ref_lengths = _librosa_wavelet(
@@ -499,7 +500,7 @@ ERROR_CASES = [
     (F.mel, dict(sr=16000, n_fft=512, fmin=500.0, fmax=500.0), "fmin"),
     (F.mel, dict(sr=16000, n_fft=512, fmax=9000.0), "fmax"),
     (F.mel, dict(sr=16000, n_fft=512, norm="l2"), "norm"),
-    (F.mel, dict(sr=16000, n_fft=512, norm=0), "norm"),
+    (F.mel, dict(sr=16000, n_fft=512, norm=-0.5), "norm"),  # librosa refuses p < 0 too
     (F.mel, dict(sr=16000, n_fft=512, norm=-2), "norm"),
     (F.mel, dict(sr=16000, n_fft=512, dtype=np.int32), "dtype"),
     (F.mel, dict(sr=16000, n_fft=512, dtype=np.complex128), "dtype"),
@@ -527,7 +528,7 @@ ERROR_CASES = [
     (F.constant_q, dict(sr=22050, bins_per_octave=0), "bins_per_octave"),
     (F.constant_q, dict(sr=22050, filter_scale=0), "filter_scale"),
     (F.constant_q, dict(sr=22050, gamma=-1.0), "gamma"),
-    (F.constant_q, dict(sr=22050, norm=0), "norm"),
+    (F.constant_q, dict(sr=22050, norm=-1), "norm"),
     (F.constant_q, dict(sr=22050, window="triangle-ish"), "window"),
     (F.constant_q, dict(sr=22050, window="kaiser"), "window"),
     (F.constant_q, dict(sr=22050, dtype=np.float64), "dtype"),

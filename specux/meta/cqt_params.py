@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specux.compat.torch_compat import compiling, static_scalar
+from specux.meta import filters
 from specux.meta.filters import constant_q
 from specux.meta.params import (
     PARAMETRIC_WINDOWS,
@@ -121,13 +122,13 @@ def _from_key(key: str) -> ConstantQSpec:
 
 
 def filter_norm(name: str, norm: Any) -> float | None:
-    """The filters' p-norm (librosa's ``norm``): None, np.inf or a real p > 0; errors say
-    ``name`` (chroma calls it ``cqt_norm``)."""
+    """The filters' p-norm (librosa's ``norm``): None or one of filters.FILTER_NORMS; errors
+    say ``name`` (chroma calls it ``cqt_norm``)."""
     if norm is None:
         return None
     value = as_float(name, norm, finite=False)
-    if not value > 0:  # also rejects nan
-        raise ValueError(f"{name}={norm!r} is out of range: use None, np.inf or a real p > 0")
+    if not filters.filter_norm_ok(value):
+        raise ValueError(f"{name}={norm!r} is out of range: use None, {filters.FILTER_NORMS}")
     return value
 
 

@@ -167,21 +167,31 @@ def _band_params(sr: float, fmin: object, fmax: object) -> tuple[float, float]:
     return fmin_, fmax_
 
 
+# the p-norms librosa's util.normalize takes: inf (the peak), -inf (the smallest magnitude),
+# 0 (the count of nonzero values) and any real p > 0
+FILTER_NORMS = "np.inf, -np.inf, 0 or a real p > 0"
+
+
+def filter_norm_ok(p: float) -> bool:
+    """Whether ``p`` is one of FILTER_NORMS (nan is not)."""
+    return p >= 0 or p == -math.inf
+
 def _norm_param(norm: object, *, allow_slaney: bool, name: str = "norm") -> Norm:
     """A filterbank's normalization; errors name the caller's parameter (``name``: mfcc's
     is ``mel_norm``, its ``norm`` being the DCT's)."""
     if norm is None:
         return None
-    allowed = ('"slaney", ' if allow_slaney else "") + "None, np.inf or a real p > 0"
+    allowed = ('"slaney", ' if allow_slaney else "") + "None, " + FILTER_NORMS
     if isinstance(norm, str):
         if allow_slaney and norm == "slaney":
             return norm
         raise ValueError(f"{name}={norm!r} is not supported: must be one of {allowed}")
     if isinstance(norm, numbers.Real) and not isinstance(norm, bool):
         p = float(norm)
-        if p > 0:  # also admits inf, rejects nan
+        if filter_norm_ok(p):
             return p
     raise ValueError(f"{name}={norm!r} is not supported: must be one of {allowed}")
+
 
 
 def dct_norm_param(norm: object) -> str | None:
@@ -219,6 +229,10 @@ def _normalize(x: np.ndarray, norm: float | None, axis: int) -> np.ndarray:
     mag = np.abs(x)
     if norm == np.inf:
         length = np.max(mag, axis=axis, keepdims=True)
+    elif norm == -np.inf:
+        length = np.min(mag, axis=axis, keepdims=True)
+    elif norm == 0:  # the count of nonzero values
+        length = np.sum(mag > 0, axis=axis, keepdims=True, dtype=mag.dtype)
     else:
         length = np.sum(mag**norm, axis=axis, keepdims=True) ** (1.0 / norm)
     length = np.where(length < _TINY, 1.0, length)
@@ -390,7 +404,7 @@ def mel(
         ``fmax=None`` means ``sr / 2``.
     htk : bool
         HTK mel formula instead of Slaney's (see :func:`hz_to_mel`).
-    norm : "slaney", None, or float p > 0 (``np.inf`` allowed)
+    norm : "slaney", None, or librosa's util.normalize norm: np.inf, -np.inf, 0 or a real p > 0
         ``"slaney"`` scales each triangle by ``2 / (upper_edge_hz - lower_edge_hz)``
         (constant area); ``None`` keeps peak height 1; a number scales each row to unit
         p-norm.
@@ -692,7 +706,7 @@ def chroma(
         Centre, in octaves above A0 (27.5 Hz), of the octave-dominance window.
     octwidth : float > 0 or None
         Gaussian half-width, in octaves, of that window; ``None`` disables it.
-    norm : None or float p > 0 (``np.inf`` allowed)
+    norm : None, or librosa's util.normalize norm: np.inf, -np.inf, 0 or a real p > 0
         Column normalisation applied before the octave weighting.
     base_c : bool
         Start rows at C (``True``) rather than A.
@@ -940,7 +954,7 @@ def constant_q(
         Offset of all centres, in fractions of a bin.
     filter_scale : float > 0
         Scales every filter length (and so inversely the bandwidth).
-    norm : None or float p > 0 (``np.inf`` allowed)
+    norm : None, or librosa's util.normalize norm: np.inf, -np.inf, 0 or a real p > 0
         Normalise each filter's taps to unit p-norm (1 = librosa's default).
     window : str or (str, float)
         Periodic window: "hann", "hamming", "blackman", "boxcar"/"rect", "bartlett",
