@@ -68,7 +68,7 @@ def test_survey_reads_ncus_raw_page(capsys):
     stall = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
     header = ["ID", "Kernel Name", "Grid Size", "Block Size", "gpu__time_duration.sum",
               "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-              "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+              "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
               "launch__registers_per_thread", stall.format("long_scoreboard"),
               stall.format("mio_throttle"), stall.format("selected"), stall.format("barrier")]
     units = ["", "", "", "", "usecond", "%", "%", "register/thread", "", "", "", ""]

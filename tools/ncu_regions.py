@@ -51,9 +51,10 @@ _FFT = {"fft_b": ((16384, 1024), True), "fft_big": ((2**24,), True),
 # ncu's raw metrics ``survey`` prints: (column, metric)
 _SURVEY_METRICS = (
     ("SM%", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
-    ("DRAM%", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+    ("mem%", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"),
+    ("DRAM%", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
     ("L1%", "l1tex__throughput.avg.pct_of_peak_sustained_active"),
-    ("issue%", "smsp__issue_active.avg.pct_of_peak_sustained_active"),
+    ("issue%", "sm__inst_issued.avg.pct_of_peak_sustained_elapsed"),
     ("occ%", "sm__warps_active.avg.pct_of_peak_sustained_active"),
     ("max%", "sm__maximum_warps_per_active_cycle_pct"),
     ("regs", "launch__registers_per_thread"),
