@@ -60,7 +60,6 @@ _SURVEY_METRICS = (
     ("regs", "launch__registers_per_thread"),
 )
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
-# specux kernels a call launches (fft_big: the four-step's two; mfcc: the mel kernel and the DCT)
 
 
 def _call(name: str):
@@ -80,16 +79,6 @@ def _call(name: str):
 
     run, inputs = transforms._runnable(name, "cuda", 1.0)
     return lambda: run(inputs)
-
-
-def workload(name: str) -> None:
-    """Run ``name`` three times on the GPU (compiling or loading its kernels)."""
-    import torch
-
-    call = _call(name)
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
 
 
 def profiled(name: str) -> None:
@@ -279,8 +268,6 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("run", help="profile a workload with ncu and summarize it")
     p.add_argument("workload", choices=WORKLOADS)
     p.add_argument("out", type=Path, help="folder for the report and its CSV pages")
-    p = sub.add_parser("workload", help="run a workload (the process ncu profiles)")
-    p.add_argument("workload", choices=WORKLOADS)
     p = sub.add_parser("regions", help="summarize an exported source page")
     p.add_argument("csv", type=Path)
     p = sub.add_parser("survey", help="profile every kernel of each workload's call")
@@ -291,8 +278,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run":
         run(args.workload, args.out)
-    elif args.command == "workload":
-        workload(args.workload)
     elif args.command == "survey":
         names = args.only.split(",") if args.only else list(WORKLOADS)
         unknown = [n for n in names if n not in WORKLOADS]

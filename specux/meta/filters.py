@@ -176,6 +176,7 @@ def filter_norm_ok(p: float) -> bool:
     """Whether ``p`` is one of FILTER_NORMS (nan is not)."""
     return p >= 0 or p == -math.inf
 
+
 def _norm_param(norm: object, *, allow_slaney: bool, name: str = "norm") -> Norm:
     """A filterbank's normalization; errors name the caller's parameter (``name``: mfcc's
     is ``mel_norm``, its ``norm`` being the DCT's)."""
@@ -191,7 +192,6 @@ def _norm_param(norm: object, *, allow_slaney: bool, name: str = "norm") -> Norm
         if filter_norm_ok(p):
             return p
     raise ValueError(f"{name}={norm!r} is not supported: must be one of {allowed}")
-
 
 
 def dct_norm_param(norm: object) -> str | None:
