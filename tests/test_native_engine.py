@@ -343,6 +343,16 @@ def test_cqt(output):
         _check(specux.cqt, x, **kw)
 
 
+@pytest.mark.parametrize("norm", [-np.inf, 0, 3.5])
+def test_filter_norms_on_the_device_route(norm):
+    """The filter norms librosa's util.normalize takes (-inf: the smallest magnitude, 0: the
+    count of nonzero values) shape host-built filters: the device route equals the CPU's."""
+    x = _signal((2, 400))
+    _check(specux.melspectrogram, x, sr=1000, n_fft=32, hop_length=8, n_mels=6, norm=norm)
+    _check(specux.cqt, x, sr=1000, hop_length=32, fmin=60.0, n_bins=12, bins_per_octave=6,
+           norm=norm)  # fmt: skip
+
+
 def test_cqt_filters_longer_than_a_split():
     """Low fmin: filters of thousands of taps, summed in splits (the partial sums' launch)."""
     from specux.kernels import transform_exec
