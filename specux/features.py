@@ -233,17 +233,6 @@ def lfcc(
                      top_db, names=("n_lfcc", "n_filter"))  # fmt: skip
 
 
-def _chroma_norm(norm: Any) -> float | None:
-    """librosa's util.normalize norms: None, inf (the peak), -inf (the smallest magnitude),
-    0 (the count of nonzero values) or a p > 0."""
-    if norm is None:
-        return None
-    value = params.as_float("norm", norm, finite=False)
-    if not (value > 0 or value == 0 or value == -math.inf):  # also rejects nan
-        raise ValueError(f"norm={norm!r} is out of range: use None, inf, -inf, 0 or a p > 0")
-    return value
-
-
 _CHROMA_STFT_KEYS = (
     "win_length", "window", "center", "pad_mode", "power", "ctroct", "octwidth", "base_c",
 )  # fmt: skip
@@ -302,7 +291,7 @@ def chroma(
         ctroct=extra.get("ctroct", 5.0), octwidth=extra.get("octwidth", 2),
         base_c=extra.get("base_c", True),
     )  # fmt: skip
-    norm = _chroma_norm(norm)
+    norm = filter_norm("norm", norm)  # librosa util.normalize's
     out = _filterbank_spectrogram(call, x, p, w, power, bank, "power", 1e-10)
     if norm is not None:
         out = call.engine.normalize(out, norm, -2)
@@ -469,7 +458,7 @@ def chroma_cqt_parts(*, sr, n_chroma, hop_length, extra: dict) -> ChromaCqt:
 def _chroma_cqt(x, *, sr, n_chroma, tuning, norm, hop_length, backend, extra):
     """librosa.feature.chroma_cqt: fold |CQT| (bins_per_octave 36, 7 octaves) into chroma."""
     parts = chroma_cqt_parts(sr=sr, n_chroma=n_chroma, hop_length=hop_length, extra=extra)
-    norm = _chroma_norm(norm)
+    norm = filter_norm("norm", norm)  # librosa util.normalize's
     # One call for the whole chain: the fold, threshold and normalization stay in the compute
     # dtype and only the chroma is cast back (float16 input is rounded once).
     call = _Call(x, backend, family="chroma")
