@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -25,6 +26,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from timing import graphed, median_ms  # noqa: E402  (bench/timing.py, beside this script)
 
 import specux  # noqa: E402
+
+# PERF.md's FFT workloads: (shape, complex input); rfft_odd also runs in float16 here
+SHAPES = {"fft_b": ((16384, 1024), True), "fft_big": ((2**24,), True),
+          "fft_prime": ((1000003,), True), "rfft_odd": ((16384, 1000), False)}  # fmt: skip
+
+
+def workload(name: str) -> tuple[torch.Tensor, Callable]:
+    """Workload ``name``'s input (on the host) and the specux function it calls."""
+    shape, complex_ = SHAPES[name]
+    if complex_:
+        return _complex(shape), specux.fft
+    return torch.randn(shape), specux.rfft
 
 
 def _rel(a: torch.Tensor, ref: np.ndarray) -> float:
@@ -56,14 +69,17 @@ def main() -> int:
           f" samples, {how}")  # fmt: skip
     print(f"{'workload':14s} {'specux ms':>10s} {'cuFFT ms':>9s} {'ratio':>7s} "
           f"{'specux err':>11s} {'cuFFT err':>10s}")  # fmt: skip
-    cases = [
-        ("fft_b", _complex((16384, 1024)), specux.fft, torch.fft.fft, np.fft.fft),
-        ("fft_big", _complex((2**24,)), specux.fft, torch.fft.fft, np.fft.fft),
-        ("fft_prime", _complex((1000003,)), specux.fft, torch.fft.fft, np.fft.fft),
-        ("rfft_odd f32", torch.randn(16384, 1000), specux.rfft, torch.fft.rfft, np.fft.rfft),
-        ("rfft_odd f16", torch.randn(16384, 1000).half(), specux.rfft, torch.fft.rfft,
-         np.fft.rfft),
-    ]  # fmt: skip
+    cases = []
+    for name in SHAPES:
+        host, ours = workload(name)
+        theirs, reference = ((torch.fft.fft, np.fft.fft) if ours is specux.fft
+                             else (torch.fft.rfft, np.fft.rfft))  # fmt: skip
+        if name == "rfft_odd":
+            cases.append(("rfft_odd f32", host, ours, theirs, reference))
+            cases.append(("rfft_odd f16", host.half(), ours, theirs, reference))
+        else:
+            cases.append((name, host, ours, theirs, reference))
+
     def timed(fn):
         return graphed(fn) if args.graph else fn
 

@@ -100,6 +100,23 @@ def test_survey_reads_ncus_raw_page(capsys):
     assert "unknown workload(s) ['nope']" in capsys.readouterr().err
 
 
+def test_fft_bench_workloads_are_perfs(monkeypatch):
+    """bench/fft.py's workloads (which tools/ncu_regions.py profiles too): PERF.md's shapes,
+    complex64 for the ffts and float32 for rfft_odd."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.syspath_prepend(str(_PATH.parents[1] / "bench"))
+    import fft
+
+    expect = {"fft_b": ((16384, 1024), torch.complex64), "fft_big": ((2**24,), torch.complex64),
+              "fft_prime": ((1000003,), torch.complex64),
+              "rfft_odd": ((16384, 1000), torch.float32)}  # fmt: skip
+    for name, (shape, dtype) in expect.items():
+        host, call = fft.workload(name)
+        assert (tuple(host.shape), host.dtype) == (shape, dtype), name
+        assert call.__name__ == ("rfft" if name == "rfft_odd" else "fft"), name
+    assert list(fft.SHAPES) == list(expect)
+
+
 def test_unknown_workload_is_refused():
     with pytest.raises(SystemExit):
         ncu_regions.main(["run", "nope", "out"])

@@ -46,8 +46,6 @@ from pathlib import Path
 # bench/transforms.py's workloads (mel_bwd: forward and backward) and bench/fft.py's
 WORKLOADS = ("mel", "mel_bwd", "stft_c", "stft_p", "istft", "mfcc", "cqt", "conv", "fft_b",
              "fft_big", "fft_prime", "rfft_odd")
-_FFT = {"fft_b": ((16384, 1024), True), "fft_big": ((2**24,), True),
-        "fft_prime": ((1000003,), True), "rfft_odd": ((16384, 1000), False)}  # fmt: skip
 # ncu's raw metrics ``survey`` prints: (column, metric)
 _SURVEY_METRICS = (
     ("SM%", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
@@ -64,17 +62,13 @@ _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active
 
 def _call(name: str):
     """A zero-argument call of workload ``name`` (WORKLOADS) on the GPU."""
-    import torch
-
-    import specux
-
-    if name in _FFT:
-        shape, complex_ = _FFT[name]
-        g = torch.Generator(device="cuda").manual_seed(0)
-        dtype = torch.complex64 if complex_ else torch.float32
-        x = torch.randn(shape, dtype=dtype, device="cuda", generator=g)
-        return (lambda: specux.fft(x)) if complex_ else (lambda: specux.rfft(x))
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    if name.startswith(("fft_", "rfft_")):  # bench/fft.py's
+        import fft
+
+        host, ours = fft.workload(name)
+        x = host.cuda()
+        return lambda: ours(x)
     import transforms
 
     run, inputs = transforms._runnable(name, "cuda", 1.0)
