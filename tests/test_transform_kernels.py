@@ -980,6 +980,57 @@ def test_emulated_projection_kernel_gives_the_gathers_bits(dtype, n_out, n_in, r
     assert _peak_error(got[:rows], exact) <= TOLERANCES[f"{precision}_peak"]
 
 
+@pytest.mark.parametrize("clip", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_emulated_projection_stages_unaligned_rows_as_aligned_ones(dtype, clip, rng):
+    """The project kernel stages a whole block of rows whose start is 16-byte aligned as
+    vectors (every load in flight), else value by value: rows one value past an aligned
+    start, and a last partial block, give the aligned rows' bits, clipped or not, with
+    two rows a lane (float32, 64-row blocks) and one (float64 n_in 80: 32-row blocks,
+    the shared memory of 64 would pass PROJECT_SHARED)."""
+    from specux.kernels import emulate
+    from specux.kernels.codegen import gather
+
+    precision = np.dtype(dtype).name
+    n_in, n_out = 80, 20
+    option = gather.project_option(n_in, n_out, precision)
+    block_rows = gather.project_rows(option, precision)
+    assert block_rows == (64 if dtype == np.float32 else 32)
+    rows, signals = 2 * block_rows + 5, 1
+    weights = np.ascontiguousarray(rng.standard_normal((n_out, n_in)).astype(dtype).T)
+    values = rng.standard_normal((rows, n_in)).astype(dtype)
+    peaks = np.array([values.max() - 0.5], dtype) if clip else None
+    outs = []
+    for start in (0, 1):  # numpy's buffers are 16-byte aligned: start 1 is not
+        x = np.zeros(rows * n_in + 1, dtype)[start:start + rows * n_in].reshape(rows, n_in)
+        x[...] = values
+        assert (x.ctypes.data % 16 == 0) == (start == 0)
+        out = np.zeros((rows, n_out), dtype)
+        transform_exec.dense_project(emulate.HostBackend(), x, out, weights, rows=rows,
+                                     n_in=n_in, n_out=n_out, precision=precision,
+                                     count=rows // signals, peaks=peaks,
+                                     top_db=1.0)  # fmt: skip
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    floor = peaks[0] - dtype(1.0) if clip else -np.inf
+    exact = np.maximum(values, floor).astype(np.float64) @ weights.astype(np.float64)
+    assert _peak_error(outs[0], exact) <= TOLERANCES[f"{precision}_peak"]
+
+
+def test_projection_kernel_vector_staging_is_rendered_where_rows_are_whole_vectors():
+    """The vector staging is rendered only where a row is a whole number of 16-byte
+    vectors (n_in a multiple of 4 in float32, of 2 in float64)."""
+    from specux.kernels.codegen.dialects import CUDA
+    from specux.kernels.codegen.gather import GatherSpec, render_gather
+
+    def vector(n_in: int, precision: str) -> bool:
+        spec = GatherSpec("project", precision, precision, f"i{n_in}o20")
+        return "vec_t" in render_gather(spec, CUDA)
+
+    assert vector(80, "float32") and not vector(82, "float32")
+    assert vector(82, "float64") and not vector(81, "float64")
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_emulated_projection_routes_agree(dtype, rng, monkeypatch):
     """transform_exec.project on the projection kernel (``_PROJECT_KERNEL`` on), on the

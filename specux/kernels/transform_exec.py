@@ -30,7 +30,6 @@ from specux.kernels.codegen.gather import (
     FOLD_THREADS,
     FRAME_OUTPUTS,
     GATHER_THREADS,
-    PROJECT_ROWS,
     ROWMAX_THREADS,
     GatherSpec,
     correlate_columns,
@@ -43,6 +42,7 @@ from specux.kernels.codegen.gather import (
     mma_tile,
     project_fits,
     project_option,
+    project_rows,
     project_shared_bytes,
     project_threads,
 )
@@ -301,7 +301,7 @@ def dense_project(backend, src, dst, matrix_t, *, rows: int, n_in: int, n_out: i
     """``dst[r, c] = sum_k matrix_t[k, c] * src[r, k]`` for ``rows`` contiguous rows of
     ``n_in`` values (the precision) and ``c < n_out`` (``matrix_t``: the matrix transposed,
     ``(n_in, n_out)``; ``gather.project_fits`` must hold): the ``project`` block kernel
-    (codegen.gather._project), one block per ``PROJECT_ROWS`` rows. With ``peaks`` (one
+    (codegen.gather._project), one block per ``gather.project_rows`` rows. With ``peaks`` (one
     value for every ``count`` rows), row r is read as ``max(x, peaks[r // count] -
     top_db)`` (the kind ``project_clip``)."""
     option = project_option(n_in, n_out, precision)  # raises where the shape does not fit
@@ -311,7 +311,7 @@ def dense_project(backend, src, dst, matrix_t, *, rows: int, n_in: int, n_out: i
                       precision, option)  # fmt: skip
     args = _args(backend, src, dst, matrix_t, peaks, rows=rows, count=count, size=n_out,
                  frame_len=n_in, factor=top_db)  # fmt: skip
-    backend.launch(spec, -(-rows // PROJECT_ROWS), project_threads(option),
+    backend.launch(spec, -(-rows // project_rows(option, precision)), project_threads(option),
                    project_shared_bytes(option, precision), args)  # fmt: skip
 
 

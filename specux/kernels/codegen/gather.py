@@ -615,20 +615,24 @@ def _colnorm(spec: GatherSpec) -> str:
 # The dense projection (kinds ``project`` / ``project_clip``): mfcc's and lfcc's DCT, and
 # its transpose in their backward, over every row of a frame-major dB spectrogram. The
 # matrix's shape is compiled in (``option`` ``"i<n_in>o<n_out>"``: :func:`project_shape`),
-# so every loop bound, stride and division is a constant. A block takes PROJECT_ROWS
-# consecutive rows -- one contiguous stretch of memory, staged into shared memory by
-# coalesced loads (and clipped there, each value once) -- beside the matrix transposed,
-# its columns padded to a multiple of 4 with zeros. Warp w computes columns 4 w .. 4 w + 3
-# of every row of the block, lane l row l: per k, one value of its row and four of the
-# matrix, the same four for the whole warp (a broadcast). So a block has one warp per four
-# columns (mfcc's 20 coefficients: 5 warps, 1252 blocks for PERF.md's 40064 frames), and a
-# thread keeps 4 sums. The sums go back through shared memory and leave as the block's
-# contiguous rows of output (coalesced). Each output sums over ascending k in one
-# accumulator, as the bank gather does: the same bits.
+# so every loop bound, stride and division is a constant. A block takes
+# :func:`project_rows` consecutive rows -- 32 a lane's row: PROJECT_LANE_ROWS where the
+# block's shared memory allows, else one -- one contiguous stretch of memory, staged into
+# shared memory by coalesced loads (16-byte vectors, every one in flight at once, for a
+# whole block of aligned rows whose length is a multiple of a vector; and clipped there,
+# each value once) beside the matrix transposed, its columns padded to a multiple of 4
+# with zeros. Warp w computes columns 4 w .. 4 w + 3 of its lane rows, lane l rows l,
+# l + 32, ...: per k, one value of each row and four of the matrix, the same four for the
+# whole warp (a broadcast, read once for all of a lane's rows). So a block has one warp
+# per four columns (mfcc's 20 coefficients: 5 warps, 626 blocks of 64 rows for PERF.md's
+# 40064 frames), and a thread keeps 4 sums a row. The sums go back through shared memory
+# and leave as the block's contiguous rows of output (coalesced). Each output sums over
+# ascending k in one accumulator, as the bank gather does: the same bits.
 PROJECT_KINDS = ("project", "project_clip")
-PROJECT_ROWS = 32  # rows a block: a warp's lanes
+PROJECT_LANE_ROWS = 2  # rows a lane computes where a block's shared memory allows
 PROJECT_MAX_OUT = 128  # columns: 4 a warp, at most 32 warps (1024 threads) a block
 PROJECT_SHARED = 48 * 1024  # a block's shared memory at most (no opt-in needed)
+_PROJECT_VECTOR = 16  # bytes of a staged load or store of whole blocks of rows
 
 
 def project_shape(option: str) -> tuple[int, int]:
@@ -648,19 +652,30 @@ def _project_stride(n_in: int, precision: str) -> int:
     return n_in + (rest - n_in) % step
 
 
-def _project_layout(n_in: int, n_out: int, precision: str) -> tuple[int, int, int]:
-    """(row stride, padded columns, shared bytes) of a ``project`` block."""
+def _project_layout(n_in: int, n_out: int, precision: str,
+                    lane_rows: int) -> tuple[int, int, int]:  # fmt: skip
+    """(row stride, padded columns, shared bytes) of a ``project`` block of ``lane_rows``
+    rows a lane."""
     itemsize = 8 if precision == "float64" else 4
     stride, columns = _project_stride(n_in, precision), -(-n_out // 4) * 4
-    rows_area = PROJECT_ROWS * max(stride, n_out)  # the rows, then the outputs
-    return stride, columns, (rows_area + n_in * columns + PROJECT_ROWS) * itemsize
+    rows = 32 * lane_rows
+    rows_area = rows * max(stride, n_out)  # the rows, then the outputs
+    return stride, columns, (rows_area + n_in * columns + rows) * itemsize
+
+
+def _project_lane_rows(n_in: int, n_out: int, precision: str) -> int:
+    """Rows a lane of a ``project`` block computes: PROJECT_LANE_ROWS where that block's
+    shared memory fits PROJECT_SHARED, else one."""
+    wide = _project_layout(n_in, n_out, precision, PROJECT_LANE_ROWS)[2] <= PROJECT_SHARED
+    return PROJECT_LANE_ROWS if wide else 1
 
 
 def project_fits(n_in: int, n_out: int, precision: str) -> bool:
     """Whether the ``project`` kernel takes an ``(n_out, n_in)`` matrix: at most
-    PROJECT_MAX_OUT columns and a block within PROJECT_SHARED bytes of shared memory."""
+    PROJECT_MAX_OUT columns and a block of one row a lane within PROJECT_SHARED bytes of
+    shared memory."""
     return (1 <= n_out <= PROJECT_MAX_OUT and n_in >= 1
-            and _project_layout(n_in, n_out, precision)[2] <= PROJECT_SHARED)  # fmt: skip
+            and _project_layout(n_in, n_out, precision, 1)[2] <= PROJECT_SHARED)  # fmt: skip
 
 
 def project_option(n_in: int, n_out: int, precision: str) -> str:
@@ -677,32 +692,83 @@ def project_threads(option: str) -> int:
     return 32 * -(-project_shape(option)[1] // 4)
 
 
+def project_rows(option: str, precision: str) -> int:
+    """Rows a ``project`` block takes: 32 lanes' rows."""
+    return 32 * _project_lane_rows(*project_shape(option), precision)
+
+
 def project_shared_bytes(option: str, precision: str) -> int:
     """Dynamic shared memory of a ``project`` block: the rows (then the outputs), the matrix
     transposed, each row's clip floor."""
-    return _project_layout(*project_shape(option), precision)[2]
+    n_in, n_out = project_shape(option)
+    return _project_layout(n_in, n_out, precision, _project_lane_rows(n_in, n_out, precision))[2]
 
 
 def _project(spec: GatherSpec, barrier: str) -> str:
     n_in, n_out = project_shape(spec.option)
-    stride, columns, _ = _project_layout(n_in, n_out, spec.precision)
-    rows_, threads = PROJECT_ROWS, project_threads(spec.option)
+    lane_rows = _project_lane_rows(n_in, n_out, spec.precision)
+    stride, columns, _ = _project_layout(n_in, n_out, spec.precision, lane_rows)
+    rows_, threads = 32 * lane_rows, project_threads(spec.option)
+    if spec.storage != spec.precision:
+        raise ValueError("the project kernel stores rows in the compute precision")
     clip = spec.kind == "project_clip"
-    value = "to_real(in[q0 * " + str(n_in) + " + e])"
     floors = []
     if clip:
-        value = f"clipped({value}, fl[e / {n_in}])"
         floors = [
             # torch.maximum(x, floor): a NaN in either is the result
             "    auto clipped = [](real_t v, real_t floor) -> real_t {",
             f"        return {_below_floor('v', 'floor')} ? floor : v;",
             "    };",
-            f"    if (tid < {rows_}) {{",
-            "        const long long q = q0 + tid;",
-            f"        fl[tid] = q < rows ? {_SIGNAL_FLOOR} : (real_t)0;",
+            f"    for (int r = tid; r < {rows_}; r += {threads}) {{",
+            "        const long long q = q0 + r;",
+            f"        fl[r] = q < rows ? {_SIGNAL_FLOOR} : (real_t)0;",
             "    }",
             f"    {barrier}",
         ]  # fmt: skip
+
+    def read(value: str, row: str) -> str:
+        return f"clipped({value}, fl[{row}])" if clip else value
+
+    # the whole block's rows as 16-byte vectors, every load issued before any is stored
+    per = _PROJECT_VECTOR // (8 if spec.precision == "float64" else 4)  # values a vector
+    vectors = rows_ * n_in // per
+    staged = []
+    if n_in % per == 0:
+        loads = -(-vectors // threads)
+        guard = vectors % threads != 0
+        staged = [
+            f"    struct alignas({_PROJECT_VECTOR}) vec_t {{ real_t v[{per}]; }};",
+            f"    if (n_rows == {rows_} && (unsigned long long)(in + q0 * {n_in})"
+            f" % {_PROJECT_VECTOR} == 0) {{",
+            f"        const vec_t* src = (const vec_t*)(in + q0 * {n_in});",
+            f"        vec_t v[{loads}];  // every load issued, then every store",
+            "        #pragma unroll",
+            f"        for (int j = 0; j < {loads}; ++j)",
+            f"            {f'if (tid + j * {threads} < {vectors}) ' if guard else ''}"
+            f"v[j] = src[tid + j * {threads}];",
+            "        #pragma unroll",
+            f"        for (int j = 0; j < {loads}; ++j) {{",
+            f"            const int i = tid + j * {threads};",
+            *([f"            if (i >= {vectors}) break;"] if guard else []),
+            f"            const int r = i / {n_in // per}, c = (i - r * {n_in // per}) * {per};",
+            *([f"            for (int t = 0; t < {per}; ++t) v[j].v[t] = "
+               f"{read('v[j].v[t]', 'r')};"] if clip else []),
+            f"            *(vec_t*)(xs + r * {stride} + c) = v[j];",
+            "        }",
+            "    } else",
+        ]  # fmt: skip
+    lanes = range(lane_rows)
+    acc = [[f"acc{j}_{c}" for c in range(4)] for j in lanes]
+    stores = []
+    for j in lanes:
+        row = f"(lane + {32 * j})" if j else "lane"
+        if n_out % 4 == 0:
+            stores.append(f"    ((quad_t*)(xs + {row} * {n_out}))[w] = "
+                          f"quad_t{{{{{', '.join(acc[j])}}}}};")  # fmt: skip
+        else:
+            stores += [f"    if (4 * w + {c} < {n_out}) xs[{row} * {n_out} + 4 * w + {c}] = "
+                       f"{acc[j][c]};" for c in range(4)]  # fmt: skip
+    out_vectors = rows_ * n_out // per  # a whole block's outputs as vectors
     return "\n".join([
         f"    const long long q0 = block * {rows_}LL;  // the block's first row",
         f"    const int n_rows = rows - q0 < {rows_} ? (int)(rows - q0) : {rows_};",
@@ -716,9 +782,11 @@ def _project(spec: GatherSpec, barrier: str) -> str:
         f"        const int k = i / {columns}, c = i - k * {columns};",
         f"        ds[i] = c < {n_out} ? right[k * {n_out} + c] : (real_t)0;",
         "    }",
+        *staged,
         f"    for (int e = tid; e < n_rows * {n_in}; e += {threads}) {{  // coalesced",
         f"        const int r = e / {n_in};",
-        f"        xs[r * {stride} + (e - r * {n_in})] = {value};",
+        f"        xs[r * {stride} + (e - r * {n_in})] = "
+        f"{read(f'to_real(in[q0 * {n_in} + e])', 'r')};",
         "    }",
         f"    {barrier}",
         "    const int lane = tid % 32, w = tid / 32;",
@@ -726,32 +794,33 @@ def _project(spec: GatherSpec, barrier: str) -> str:
         # from lane l + 1's, so a 16-byte read of 8 lanes meets 8 distinct groups of banks
         # (_project_stride), where reads of one value each would meet 4 lanes a bank
         "    struct alignas(16) quad_t { real_t v[4]; };",
-        f"    const quad_t* x = (const quad_t*)(xs + lane * {stride});",
+        *[f"    const quad_t* x{j} = (const quad_t*)(xs + (lane + {32 * j}) * {stride});"
+          for j in lanes],
         "    const real_t* d = ds + 4 * w;  // this warp's 4 columns, row k at k * "
         f"{columns}",
-        "    real_t acc0 = (real_t)0, acc1 = (real_t)0, acc2 = (real_t)0, acc3 = (real_t)0;",
+        *[f"    real_t {a} = (real_t)0;" for row in acc for a in row],
         "    #pragma unroll 2",
         f"    for (int kq = 0; kq < {n_in // 4}; ++kq) {{",
-        "        const quad_t v = x[kq];",
+        *[f"        const quad_t v{j} = x{j}[kq];" for j in lanes],
         f"        const real_t* dk = d + kq * {4 * columns};",
-        *[line for i in range(4) for line in (
-            f"        acc0 += v.v[{i}] * dk[{i * columns}];",
-            f"        acc1 += v.v[{i}] * dk[{i * columns} + 1];",
-            f"        acc2 += v.v[{i}] * dk[{i * columns} + 2];",
-            f"        acc3 += v.v[{i}] * dk[{i * columns} + 3];")],
+        *[f"        {acc[j][c]} += v{j}.v[{i}] * dk[{i * columns + c}];"
+          for i in range(4) for c in range(4) for j in lanes],
         "    }",
-        *[line for k in range(n_in // 4 * 4, n_in) for line in (  # the last n_in % 4
-            f"    acc0 += xs[lane * {stride} + {k}] * d[{k * columns}];",
-            f"    acc1 += xs[lane * {stride} + {k}] * d[{k * columns} + 1];",
-            f"    acc2 += xs[lane * {stride} + {k}] * d[{k * columns} + 2];",
-            f"    acc3 += xs[lane * {stride} + {k}] * d[{k * columns} + 3];")],
+        *[f"    {acc[j][c]} += xs[(lane + {32 * j}) * {stride} + {k}] * d[{k * columns + c}];"
+          for k in range(n_in // 4 * 4, n_in) for c in range(4) for j in lanes],  # n_in % 4
         f"    {barrier}  // every row read: the outputs go where the rows were",
-        *([f"    ((quad_t*)(xs + lane * {n_out}))[w] = quad_t{{{{acc0, acc1, acc2, acc3}}}};"]
-          if n_out % 4 == 0 else
-          [f"    real_t* const o = xs + lane * {n_out} + 4 * w;",
-           *[f"    if (4 * w + {j} < {n_out}) o[{j}] = acc{j};" for j in range(4)]]),
+        *stores,
         f"    {barrier}",
         "    storage_t* out = (storage_t*)out_ptr + q0 * " + str(n_out) + ";",
+        *([f"    if (n_rows == {rows_} && (unsigned long long)out % {_PROJECT_VECTOR} == 0) {{",
+           "        #pragma unroll",
+           f"        for (int j = 0; j < {-(-out_vectors // threads)}; ++j) {{",
+           f"            const int i = tid + j * {threads};",
+           *([f"            if (i >= {out_vectors}) break;"]
+             if out_vectors % threads else []),
+           "            ((vec_t*)out)[i] = ((const vec_t*)xs)[i];",
+           "        }",
+           "    } else"] if staged and rows_ * n_out % per == 0 else []),
         f"    for (int e = tid; e < n_rows * {n_out}; e += {threads}) put(&out[e], xs[e]);",
     ])  # fmt: skip
 
@@ -1775,6 +1844,7 @@ __all__ = ["CORRELATE_LANES", "CORRELATE_SPLIT", "CORRELATE_TAPS", "CORRELATE_TH
            "FOLD_MMA_COLUMNS", "FOLD_MMA_TERMS", "fold_bins", "fold_mma_tile",
            "fold_shared_bytes", "fold_tile",
            "MMA_CAPABILITY", "MMA_WINDOW", "mma_splits", "mma_tile",
-           "PROJECT_KINDS", "PROJECT_MAX_OUT", "PROJECT_ROWS", "project_fits",
-           "project_option", "project_shape", "project_shared_bytes", "project_threads",
+           "PROJECT_KINDS", "PROJECT_LANE_ROWS", "PROJECT_MAX_OUT", "project_fits",
+           "project_option", "project_rows", "project_shape", "project_shared_bytes",
+           "project_threads",
            "render_gather"]  # fmt: skip
