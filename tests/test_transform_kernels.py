@@ -952,12 +952,13 @@ def test_emulated_dense_projection_is_the_gathers_bits(dtype, rng):
     (80, 20),  # its transpose (mfcc's backward): 20 warps, outputs wider than the rows
     (13, 9),  # a partial warp of columns, a row stride padded from 9
     (128, 3),  # the most columns: 32 warps
+    (4, 128),  # one warp: its staged vector loads in eight rounds of eight
     (1, 1),
 ])  # fmt: skip
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_emulated_projection_kernel_gives_the_gathers_bits(dtype, n_out, n_in, rng):
-    """transform_exec.dense_project (the ``project`` kernel: 32 rows a block, a warp per
-    four columns) gives the bank gather's bits for a dense matrix, writes nothing past its
+    """transform_exec.dense_project (the ``project`` kernel: 32 or 64 rows a block, a warp
+    per four columns) gives the bank gather's bits for a dense matrix, writes nothing past its
     rows, and is the float64 product to the precision's tolerance."""
     from specux.kernels import emulate
 
@@ -965,7 +966,7 @@ def test_emulated_projection_kernel_gives_the_gathers_bits(dtype, n_out, n_in, r
     matrix = rng.standard_normal((n_out, n_in)).astype(dtype)
     weights = np.ascontiguousarray(matrix.T)
     bands = transform_exec.dense_bands(n_out, n_in)
-    rows = 67  # three blocks of rows, the last holding 3
+    rows = 67  # two or three blocks of rows (64 or 32 a block), the last holding 3
     x = rng.standard_normal((rows, n_in)).astype(dtype)
     got = np.full((rows + 1, n_out), 7.0, dtype)  # a row past the output: untouched
     transform_exec.dense_project(emulate.HostBackend(), x, got, weights, rows=rows,
@@ -1025,7 +1026,7 @@ def test_projection_kernel_vector_staging_is_rendered_where_rows_are_whole_vecto
 
     def vector(n_in: int, precision: str) -> bool:
         spec = GatherSpec("project", precision, precision, f"i{n_in}o20")
-        return "vec_t" in render_gather(spec, CUDA)
+        return "const vec_t* src" in render_gather(spec, CUDA)
 
     assert vector(80, "float32") and not vector(82, "float32")
     assert vector(82, "float64") and not vector(81, "float64")

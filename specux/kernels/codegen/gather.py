@@ -616,8 +616,9 @@ def _colnorm(spec: GatherSpec) -> str:
 # its transpose in their backward, over every row of a frame-major dB spectrogram. The
 # matrix's shape is compiled in (``option`` ``"i<n_in>o<n_out>"``: :func:`project_shape`),
 # so every loop bound, stride and division is a constant. A block takes
-# :func:`project_rows` consecutive rows -- 32 a lane's row: PROJECT_LANE_ROWS where the
-# block's shared memory allows, else one -- one contiguous stretch of memory, staged into
+# :func:`project_rows` consecutive rows -- 32 times the rows a lane computes:
+# PROJECT_LANE_ROWS where the block's shared memory allows, else one -- one contiguous
+# stretch of memory, staged into
 # shared memory by coalesced loads (16-byte vectors, every one in flight at once, for a
 # whole block of aligned rows whose length is a multiple of a vector; and clipped there,
 # each value once) beside the matrix transposed, its columns padded to a multiple of 4
@@ -633,6 +634,7 @@ PROJECT_LANE_ROWS = 2  # rows a lane computes where a block's shared memory allo
 PROJECT_MAX_OUT = 128  # columns: 4 a warp, at most 32 warps (1024 threads) a block
 PROJECT_SHARED = 48 * 1024  # a block's shared memory at most (no opt-in needed)
 _PROJECT_VECTOR = 16  # bytes of a staged load or store of whole blocks of rows
+_PROJECT_LOADS = 8  # a thread's vector loads in flight (registers: 4 each in float32)
 
 
 def project_shape(option: str) -> tuple[int, int]:
@@ -734,26 +736,29 @@ def _project(spec: GatherSpec, barrier: str) -> str:
     vectors = rows_ * n_in // per
     staged = []
     if n_in % per == 0:
-        loads = -(-vectors // threads)
-        guard = vectors % threads != 0
+        loads = min(-(-vectors // threads), _PROJECT_LOADS)  # a thread's loads a round
+        rounds = -(-vectors // (loads * threads))
+        guard = rounds * loads * threads != vectors
+        index = f"tid + (g * {loads} + j) * {threads}"
         staged = [
-            f"    struct alignas({_PROJECT_VECTOR}) vec_t {{ real_t v[{per}]; }};",
             f"    if (n_rows == {rows_} && (unsigned long long)(in + q0 * {n_in})"
             f" % {_PROJECT_VECTOR} == 0) {{",
             f"        const vec_t* src = (const vec_t*)(in + q0 * {n_in});",
-            f"        vec_t v[{loads}];  // every load issued, then every store",
-            "        #pragma unroll",
-            f"        for (int j = 0; j < {loads}; ++j)",
-            f"            {f'if (tid + j * {threads} < {vectors}) ' if guard else ''}"
-            f"v[j] = src[tid + j * {threads}];",
-            "        #pragma unroll",
-            f"        for (int j = 0; j < {loads}; ++j) {{",
-            f"            const int i = tid + j * {threads};",
-            *([f"            if (i >= {vectors}) break;"] if guard else []),
-            f"            const int r = i / {n_in // per}, c = (i - r * {n_in // per}) * {per};",
-            *([f"            for (int t = 0; t < {per}; ++t) v[j].v[t] = "
+            f"        for (int g = 0; g < {rounds}; ++g) {{",
+            f"            vec_t v[{loads}];  // every load of the round issued, then every store",
+            "            #pragma unroll",
+            f"            for (int j = 0; j < {loads}; ++j)",
+            f"                {f'if ({index} < {vectors}) ' if guard else ''}v[j] = src[{index}];",
+            "            #pragma unroll",
+            f"            for (int j = 0; j < {loads}; ++j) {{",
+            f"                const int i = {index};",
+            *([f"                if (i >= {vectors}) break;"] if guard else []),
+            f"                const int r = i / {n_in // per};",
+            f"                const int c = (i - r * {n_in // per}) * {per};",
+            *([f"                for (int t = 0; t < {per}; ++t) v[j].v[t] = "
                f"{read('v[j].v[t]', 'r')};"] if clip else []),
-            f"            *(vec_t*)(xs + r * {stride} + c) = v[j];",
+            f"                *(vec_t*)(xs + r * {stride} + c) = v[j];",
+            "            }",
             "        }",
             "    } else",
         ]  # fmt: skip
@@ -768,7 +773,7 @@ def _project(spec: GatherSpec, barrier: str) -> str:
         else:
             stores += [f"    if (4 * w + {c} < {n_out}) xs[{row} * {n_out} + 4 * w + {c}] = "
                        f"{acc[j][c]};" for c in range(4)]  # fmt: skip
-    out_vectors = rows_ * n_out // per  # a whole block's outputs as vectors
+    out_vectors = rows_ * n_out // per  # a whole block's outputs (rows_: a multiple of 32)
     return "\n".join([
         f"    const long long q0 = block * {rows_}LL;  // the block's first row",
         f"    const int n_rows = rows - q0 < {rows_} ? (int)(rows - q0) : {rows_};",
@@ -777,6 +782,7 @@ def _project(spec: GatherSpec, barrier: str) -> str:
         "    real_t* xs = (real_t*)specux_shared;  // the rows, then the outputs",
         f"    real_t* ds = xs + {rows_ * max(stride, n_out)};  // the matrix, {columns} columns",
         f"    real_t* fl = ds + {n_in * columns};  // each row's clip floor",
+        f"    struct alignas({_PROJECT_VECTOR}) vec_t {{ real_t v[{per}]; }};",
         *floors,
         f"    for (int i = tid; i < {n_in * columns}; i += {threads}) {{",
         f"        const int k = i / {columns}, c = i - k * {columns};",
@@ -812,15 +818,14 @@ def _project(spec: GatherSpec, barrier: str) -> str:
         *stores,
         f"    {barrier}",
         "    storage_t* out = (storage_t*)out_ptr + q0 * " + str(n_out) + ";",
-        *([f"    if (n_rows == {rows_} && (unsigned long long)out % {_PROJECT_VECTOR} == 0) {{",
-           "        #pragma unroll",
-           f"        for (int j = 0; j < {-(-out_vectors // threads)}; ++j) {{",
-           f"            const int i = tid + j * {threads};",
-           *([f"            if (i >= {out_vectors}) break;"]
-             if out_vectors % threads else []),
-           "            ((vec_t*)out)[i] = ((const vec_t*)xs)[i];",
-           "        }",
-           "    } else"] if staged and rows_ * n_out % per == 0 else []),
+        f"    if (n_rows == {rows_} && (unsigned long long)out % {_PROJECT_VECTOR} == 0) {{",
+        "        #pragma unroll",
+        f"        for (int j = 0; j < {-(-out_vectors // threads)}; ++j) {{",
+        f"            const int i = tid + j * {threads};",
+        *([f"            if (i >= {out_vectors}) break;"] if out_vectors % threads else []),
+        "            ((vec_t*)out)[i] = ((const vec_t*)xs)[i];",
+        "        }",
+        "    } else",
         f"    for (int e = tid; e < n_rows * {n_out}; e += {threads}) put(&out[e], xs[e]);",
     ])  # fmt: skip
 
