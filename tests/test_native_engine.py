@@ -297,7 +297,8 @@ def test_mfcc_and_lfcc():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_mfcc_top_db_clip_read_by_the_dct(dtype):
-    """The route's DCT reads the top_db clip (row_max, then the correlate_clip kernel): each
+    """The route's DCT reads the top_db clip (transform_exec.clip_peaks, then the projection
+    kernel): each
     of 2 x 3 signals clipped at its own peak (a quieter signal among them; 10 dB clips many
     values), as the CPU backend clips."""
     x = _signal((2, 3, 300), dtype)

@@ -1093,6 +1093,66 @@ def test_projection_kernel_shapes():
             GatherSpec("project", "float32", "float32", option)
 
 
+@pytest.mark.parametrize("chunk, launches", [
+    (100, ["rowmax", "project_clip"]),  # 8 chunks a signal: the kernel takes their maximum
+    (50, ["rowmax", "rowmax", "project_clip"]),  # 16: more than PROJECT_PEAK_CHUNKS
+    (10**6, ["rowmax", "project_clip"]),  # one chunk: its maximum is the peak
+])  # fmt: skip
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_emulated_clip_peaks_hands_the_kernel_chunk_maxima(dtype, chunk, launches, rng,
+                                                         monkeypatch):  # fmt: skip
+    """transform_exec.clip_peaks gives the projection kernel each signal's chunk maxima
+    (row_max's first launch only) where a signal has at most PROJECT_PEAK_CHUNKS chunks,
+    else the peaks themselves; the clipped projection is the bits of the projection with
+    numpy's peaks either way, a NaN in a signal's last chunk makes all of that signal's
+    outputs NaN, and the tiled correlation (the kernel off) always gets the peaks."""
+    from specux.kernels import emulate
+    from specux.meta import matrices
+
+    assert transform_exec.PROJECT_PEAK_CHUNKS == 8
+    monkeypatch.setattr(transform_exec, "ROWMAX_CHUNK", chunk)
+    launched = []
+    launch = emulate.HostBackend.launch
+
+    def spy(self, spec, *args):
+        launched.append(spec.kind)
+        return launch(self, spec, *args)
+
+    monkeypatch.setattr(emulate.HostBackend, "launch", spy)
+    precision = np.dtype(dtype).name
+    key = matrices.dct_spec(n_out=13, n_in=40, dct_type=2, norm="ortho", lifter=0.0).as_key()
+    bands, weights, n_in = transform_exec.sparse_bank(key, precision)
+    signals, frames, top_db = 3, 20, 2.0  # 800 values a signal
+    x = rng.standard_normal((signals * frames, n_in)).astype(dtype)
+    x[frames:2 * frames] -= 3.0  # the second signal's floor differs
+    x[3 * frames - 1, n_in - 1] = np.nan  # the last signal's last value
+
+    def project(peaks, chunks):
+        out = np.zeros((signals * frames, 13), dtype)
+        transform_exec.project(emulate.HostBackend(), x, out, bands, weights,
+                               rows=signals * frames, n_in=n_in, n_out=13, storage=precision,
+                               precision=precision, dense=True, signals=signals, peaks=peaks,
+                               peak_chunks=chunks, top_db=top_db)  # fmt: skip
+        return out
+
+    with np.errstate(invalid="ignore"):
+        ref = project(x.reshape(signals, -1).max(axis=1), 1)
+    for kernel in (True, False):
+        monkeypatch.setattr(transform_exec, "_PROJECT_KERNEL", kernel)
+        launched.clear()
+        peaks, chunks = transform_exec.clip_peaks(
+            emulate.HostBackend(), x, signals=signals, size=frames * n_in, n_in=n_in,
+            n_out=13, storage=precision, precision=precision, dense=True)  # fmt: skip
+        got = project(peaks, chunks)
+        expected = launches if kernel else ["rowmax"] * (1 + (chunk < 800)) + ["correlate_clip"]
+        assert launched == expected
+        assert chunks == (8 if kernel and chunk == 100 else 1)
+        np.testing.assert_array_equal(got, ref)
+        assert np.isnan(got[2 * frames:]).all() and np.isfinite(got[:2 * frames]).all()
+    with pytest.raises(ValueError, match="peak_chunks"):  # the correlation takes peaks only
+        project(peaks, 2)
+
+
 def test_clipped_correlation_clips_where_it_stages_not_where_it_loads():
     """The clip of ``correlate_clip`` is applied as a tile is stored to shared memory: the
     loads of the next tile (issued before the products) leave their values untouched, so

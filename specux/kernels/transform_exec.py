@@ -30,6 +30,7 @@ from specux.kernels.codegen.gather import (
     FOLD_THREADS,
     FRAME_OUTPUTS,
     GATHER_THREADS,
+    PROJECT_PEAK_CHUNKS,
     ROWMAX_THREADS,
     GatherSpec,
     correlate_columns,
@@ -256,9 +257,41 @@ def projects_clipped(dense: bool, n_in: int, storage: str, precision: str) -> bo
     return dense and storage == precision and n_in <= CORRELATE_SPLIT
 
 
+def _projects_on_kernel(dense: bool, n_in: int, n_out: int, storage: str,
+                        precision: str) -> bool:  # fmt: skip
+    """Whether :func:`project` runs on the projection kernel (:func:`dense_project`)."""
+    return (_PROJECT_KERNEL and dense and storage == precision
+            and project_fits(n_in, n_out, precision))  # fmt: skip
+
+
+def clip_peaks(backend, src, *, signals: int, size: int, n_in: int, n_out: int,
+               storage: str, precision: str, dense: bool):  # fmt: skip
+    """``(peaks, chunks)`` for :func:`project`'s top_db clip of ``signals`` signals of
+    ``size`` values each (rows of ``n_in`` values), ``src`` (:func:`projects_clipped` must
+    hold): on the projection kernel, where a signal has at most PROJECT_PEAK_CHUNKS chunks
+    (:func:`row_max_chunks`), each signal's chunk maxima (row_max's first launch; the
+    kernel takes their maximum itself, which saves row_max's second launch, a block a
+    signal); else each signal's maximum (``chunks`` 1). In the backend's scratch, the
+    precision; any order of a signal's values gives the same maximum."""
+    if not projects_clipped(dense, n_in, storage, precision):
+        raise ValueError("project clips its rows only where projects_clipped holds")
+    chunks = row_max_chunks(size)[0] if size else 1
+    if size and chunks > 1 and chunks <= PROJECT_PEAK_CHUNKS and _projects_on_kernel(
+            dense, n_in, n_out, storage, precision):  # fmt: skip
+        partials = backend.scratch(-(-signals * chunks // 2), precision)
+        _row_max_chunks(backend, src, partials, rows=signals, size=size, storage=storage,
+                        precision=precision)  # fmt: skip
+        return partials, chunks
+    peaks = backend.scratch(-(-signals // 2), precision)
+    if size:
+        row_max(backend, src, peaks, rows=signals, size=size, storage=storage,
+                precision=precision)  # fmt: skip
+    return peaks, 1
+
+
 def project(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
             storage: str, precision: str, dense: bool, signals: int = 1, peaks=None,
-            top_db: float = 0.0) -> None:  # fmt: skip
+            peak_chunks: int = 1, top_db: float = 0.0) -> None:  # fmt: skip
     """``dst[r, m] = sum_k matrix[m, k] * src[r, k]`` for ``rows`` contiguous rows (a DCT, a
     chroma fold, a filterbank's transpose: :func:`bank_tables`' ``bands`` / ``weights``).
     A ``dense`` matrix (every band spans every column: its weights are the matrix
@@ -269,8 +302,9 @@ def project(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: i
     ``n_in``); both stage the rows and the matrix in shared memory instead of reading each
     operand once per output. The others run as the bank gather. All three sum each output
     over ascending k in one accumulator: the same bits. With ``peaks``
-    (:func:`projects_clipped` must hold; one value a signal, the precision), each signal's
-    rows are read as ``max(x, peak - top_db)`` (mfcc's top_db clip)."""
+    (:func:`projects_clipped` must hold; the precision: :func:`clip_peaks`), each signal's
+    rows are read as ``max(x, peak - top_db)`` (mfcc's top_db clip), its peak the maximum
+    of its ``peak_chunks`` values (more than one on the projection kernel only)."""
     clip = peaks is not None
     if clip and not projects_clipped(dense, n_in, storage, precision):
         raise ValueError("project clips its rows only where projects_clipped holds: a dense "
@@ -278,12 +312,15 @@ def project(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: i
                          "compute precision")  # fmt: skip
     if rows % max(signals, 1):
         raise ValueError(f"project: {rows} rows are not whole signals of {signals}")
-    kernel = _PROJECT_KERNEL and dense and storage == precision
-    if kernel and project_fits(n_in, n_out, precision):
+    kernel = _projects_on_kernel(dense, n_in, n_out, storage, precision)
+    if peak_chunks != 1 and not (clip and kernel and 1 <= peak_chunks <= PROJECT_PEAK_CHUNKS):
+        raise ValueError(f"project: peak_chunks={peak_chunks} needs peaks on the projection "
+                         f"kernel, at most {PROJECT_PEAK_CHUNKS} (clip_peaks)")  # fmt: skip
+    if kernel:
         if rows * n_out:
             dense_project(backend, src, dst, weights, rows=rows, n_in=n_in, n_out=n_out,
                           precision=precision, count=rows // max(signals, 1), peaks=peaks,
-                          top_db=top_db)  # fmt: skip
+                          peak_chunks=peak_chunks, top_db=top_db)  # fmt: skip
         return
     if projects_clipped(dense, n_in, storage, precision) and rows * n_out:
         count = rows // signals
@@ -296,21 +333,22 @@ def project(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: i
 
 
 def dense_project(backend, src, dst, matrix_t, *, rows: int, n_in: int, n_out: int,
-                  precision: str, count: int = 1, peaks=None,
+                  precision: str, count: int = 1, peaks=None, peak_chunks: int = 1,
                   top_db: float = 0.0) -> None:  # fmt: skip
     """``dst[r, c] = sum_k matrix_t[k, c] * src[r, k]`` for ``rows`` contiguous rows of
     ``n_in`` values (the precision) and ``c < n_out`` (``matrix_t``: the matrix transposed,
     ``(n_in, n_out)``; ``gather.project_fits`` must hold): the ``project`` block kernel
-    (codegen.gather._project), one block per ``gather.project_rows`` rows. With ``peaks`` (one
-    value for every ``count`` rows), row r is read as ``max(x, peaks[r // count] -
-    top_db)`` (the kind ``project_clip``)."""
+    (codegen.gather._project), one block per ``gather.project_rows`` rows. With ``peaks``
+    (``peak_chunks`` values for every ``count`` rows, at most PROJECT_PEAK_CHUNKS), row r
+    is read as ``max(x, peak - top_db)``, the peak the maximum of its ``peak_chunks``
+    values (the kind ``project_clip``)."""
     option = project_option(n_in, n_out, precision)  # raises where the shape does not fit
     if rows * n_out == 0:
         return
     spec = GatherSpec("project_clip" if peaks is not None else "project", precision,
                       precision, option)  # fmt: skip
     args = _args(backend, src, dst, matrix_t, peaks, rows=rows, count=count, size=n_out,
-                 frame_len=n_in, factor=top_db)  # fmt: skip
+                 frame_len=n_in, hop=peak_chunks, factor=top_db)  # fmt: skip
     backend.launch(spec, -(-rows // project_rows(option, precision)), project_threads(option),
                    project_shared_bytes(option, precision), args)  # fmt: skip
 
@@ -671,6 +709,29 @@ def row_max_chunks(size: int) -> tuple[int, int]:
     return -(-size // length), length
 
 
+def _row_max_launch(backend, source, target, *, rows: int, values: int, count: int,
+                    chunk: int, storage: str, precision: str) -> None:  # fmt: skip
+    """``target[r * count + c]``: the maximum of chunk c (``chunk`` values) of row r
+    (``values`` a row) of ``source`` (the ``rowmax`` block kernel, a block a chunk)."""
+    if not rows:
+        return
+    args = _args(backend, source, target, rows=rows, size=values, count=count,
+                 frame_len=chunk)  # fmt: skip
+    shared = ROWMAX_THREADS * (8 if precision == "float64" else 4)
+    backend.launch(GatherSpec("rowmax", storage, precision), rows * count, ROWMAX_THREADS,
+                   shared, args)  # fmt: skip
+
+
+def _row_max_chunks(backend, src, dst, *, rows: int, size: int, storage: str,
+                    precision: str) -> int:  # fmt: skip
+    """Each row's chunk maxima (:func:`row_max_chunks`) into ``dst`` (``rows * chunks``
+    values of the storage): row_max's first launch; returns the chunks a row."""
+    chunks, length = row_max_chunks(size)
+    _row_max_launch(backend, src, dst, rows=rows, values=size, count=chunks, chunk=length,
+                    storage=storage, precision=precision)  # fmt: skip
+    return chunks
+
+
 def row_max(backend, src, dst, *, rows: int, size: int, storage: str, precision: str) -> None:
     """``dst[r] = max(src[r, :])`` for ``rows`` contiguous rows of ``size`` values (NaN where
     a row holds one; numpy's and torch's max), in ``storage``: the ``rowmax`` block kernel
@@ -679,22 +740,16 @@ def row_max(backend, src, dst, *, rows: int, size: int, storage: str, precision:
     into ``dst``.
     One pass over the data with every SM busy: torch's ``amax`` of PERF.md's mfcc dB
     (64 signals of 50080 values) took 14 us for 12.8 MB."""
-    chunks, length = row_max_chunks(size)
-    shared = ROWMAX_THREADS * (8 if precision == "float64" else 4)
-
-    def launch(source, target, values: int, count: int, chunk: int) -> None:
-        args = _args(backend, source, target, rows=rows, size=values, count=count,
-                     frame_len=chunk)  # fmt: skip
-        spec = GatherSpec("rowmax", storage, precision)
-        if rows:
-            backend.launch(spec, rows * count, ROWMAX_THREADS, shared, args)
-
+    chunks = row_max_chunks(size)[0]
     if chunks == 1:
-        launch(src, dst, size, 1, size)
+        _row_max_chunks(backend, src, dst, rows=rows, size=size, storage=storage,
+                        precision=precision)  # fmt: skip
         return
     partials = backend.scratch(-(-rows * chunks // 2), precision)  # storage <= real_t bytes
-    launch(src, partials, size, chunks, length)
-    launch(partials, dst, chunks, 1, chunks)
+    _row_max_chunks(backend, src, partials, rows=rows, size=size, storage=storage,
+                    precision=precision)  # fmt: skip
+    _row_max_launch(backend, partials, dst, rows=rows, values=chunks, count=1, chunk=chunks,
+                    storage=storage, precision=precision)  # fmt: skip
 
 
 def bank_tables(starts: np.ndarray, stops: np.ndarray,

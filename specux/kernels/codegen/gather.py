@@ -487,8 +487,8 @@ def _below_floor(value: str, floor: str) -> str:
     return f"({value} < {floor} || {floor} != {floor})"
 
 
-# A row q's floor in the clipped projections: its signal's peak (table_b, one a signal of
-# ``count`` rows) minus top_db
+# A row q's floor in the clipped correlation: its signal's peak (table_b, one a signal of
+# ``count`` rows) minus top_db (project_clip takes the peak as a maximum of ``hop`` values)
 _SIGNAL_FLOOR = "((const real_t*)table_b)[q / count] - (real_t)factor"
 
 
@@ -635,6 +635,9 @@ PROJECT_MAX_OUT = 128  # columns: 4 a warp, at most 32 warps (1024 threads) a bl
 PROJECT_SHARED = 48 * 1024  # a block's shared memory at most (no opt-in needed)
 _PROJECT_VECTOR = 16  # bytes of a staged load or store of whole blocks of rows
 _PROJECT_LOADS = 8  # a thread's vector loads in flight (registers: 4 each in float32)
+# the most values a signal's clip peak is the maximum of (``hop`` of them, read at once:
+# transform_exec.clip_peaks hands the kernel row_max's chunk maxima)
+PROJECT_PEAK_CHUNKS = 8
 
 
 def project_shape(option: str) -> tuple[int, int]:
@@ -721,9 +724,22 @@ def _project(spec: GatherSpec, barrier: str) -> str:
             "    auto clipped = [](real_t v, real_t floor) -> real_t {",
             f"        return {_below_floor('v', 'floor')} ? floor : v;",
             "    };",
+            "    auto larger = [](real_t m, real_t v) -> real_t {",
+            "        return (v > m || v != v) ? v : m;  // a NaN, once met, stays (rowmax's)",
+            "    };",
             f"    for (int r = tid; r < {rows_}; r += {threads}) {{",
             "        const long long q = q0 + r;",
-            f"        fl[r] = q < rows ? {_SIGNAL_FLOOR} : (real_t)0;",
+            "        real_t floor = (real_t)0;",
+            "        if (q < rows) {  // its signal's peak: the maximum of hop values",
+            "            const real_t* p = (const real_t*)table_b + (q / count) * hop;",
+            f"            real_t v[{PROJECT_PEAK_CHUNKS}];",
+            f"            for (int c = 0; c < {PROJECT_PEAK_CHUNKS}; ++c)",
+            "                v[c] = p[c < hop ? c : 0];  // every load in flight at once",
+            "            real_t m = v[0];",
+            f"            for (int c = 1; c < {PROJECT_PEAK_CHUNKS}; ++c) m = larger(m, v[c]);",
+            "            floor = m - (real_t)factor;",
+            "        }",
+            "        fl[r] = floor;",
             "    }",
             f"    {barrier}",
         ]  # fmt: skip
@@ -1849,7 +1865,8 @@ __all__ = ["CORRELATE_LANES", "CORRELATE_SPLIT", "CORRELATE_TAPS", "CORRELATE_TH
            "FOLD_MMA_COLUMNS", "FOLD_MMA_TERMS", "fold_bins", "fold_mma_tile",
            "fold_shared_bytes", "fold_tile",
            "MMA_CAPABILITY", "MMA_WINDOW", "mma_splits", "mma_tile",
-           "PROJECT_KINDS", "PROJECT_LANE_ROWS", "PROJECT_MAX_OUT", "project_fits",
+           "PROJECT_KINDS", "PROJECT_LANE_ROWS", "PROJECT_MAX_OUT", "PROJECT_PEAK_CHUNKS",
+           "project_fits",
            "project_option", "project_rows", "project_shape", "project_shared_bytes",
            "project_threads",
            "render_gather"]  # fmt: skip
