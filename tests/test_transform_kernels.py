@@ -1093,6 +1093,21 @@ def test_projection_kernel_shapes():
             GatherSpec("project", "float32", "float32", option)
 
 
+def _spy_launches(monkeypatch) -> list[str]:
+    """The kinds the host emulation launches from now on, in order."""
+    from specux.kernels import emulate
+
+    launched = []
+    launch = emulate.HostBackend.launch
+
+    def spy(self, spec, *args):
+        launched.append(spec.kind)
+        return launch(self, spec, *args)
+
+    monkeypatch.setattr(emulate.HostBackend, "launch", spy)
+    return launched
+
+
 @pytest.mark.parametrize("chunk, launches", [
     (100, ["rowmax", "project_clip"]),  # 8 chunks a signal: the kernel takes their maximum
     (50, ["rowmax", "rowmax", "project_clip"]),  # 16: more than PROJECT_PEAK_CHUNKS
@@ -1111,14 +1126,7 @@ def test_emulated_clip_peaks_hands_the_kernel_chunk_maxima(dtype, chunk, launche
 
     assert transform_exec.PROJECT_PEAK_CHUNKS == 8
     monkeypatch.setattr(transform_exec, "ROWMAX_CHUNK", chunk)
-    launched = []
-    launch = emulate.HostBackend.launch
-
-    def spy(self, spec, *args):
-        launched.append(spec.kind)
-        return launch(self, spec, *args)
-
-    monkeypatch.setattr(emulate.HostBackend, "launch", spy)
+    launched = _spy_launches(monkeypatch)
     precision = np.dtype(dtype).name
     key = matrices.dct_spec(n_out=13, n_in=40, dct_type=2, norm="ortho", lifter=0.0).as_key()
     bands, weights, n_in = transform_exec.sparse_bank(key, precision)
@@ -1189,14 +1197,7 @@ def test_emulated_clipped_projection_is_clip_then_project(dtype, route, rng, mon
     from specux.kernels.cpu import features as cpu_features
     from specux.meta import matrices
 
-    launched = []
-    launch = emulate.HostBackend.launch
-
-    def spy(self, spec, *args):
-        launched.append(spec.kind)
-        return launch(self, spec, *args)
-
-    monkeypatch.setattr(emulate.HostBackend, "launch", spy)
+    launched = _spy_launches(monkeypatch)
     monkeypatch.setattr(transform_exec, "_PROJECT_KERNEL", route == "project")
     if route == "c4n4m2":
         monkeypatch.setattr(transform_exec, "correlate_option", lambda *a, **k: route)
