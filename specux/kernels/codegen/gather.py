@@ -618,11 +618,10 @@ def _colnorm(spec: GatherSpec) -> str:
 # so every loop bound, stride and division is a constant. A block takes
 # :func:`project_rows` consecutive rows -- 32 times the rows a lane computes:
 # PROJECT_LANE_ROWS where the block's shared memory allows, else one -- one contiguous
-# stretch of memory, staged into
-# shared memory by coalesced loads (16-byte vectors, every one in flight at once, for a
-# whole block of aligned rows whose length is a multiple of a vector; and clipped there,
-# each value once) beside the matrix transposed, its columns padded to a multiple of 4
-# with zeros. Warp w computes columns 4 w .. 4 w + 3 of its lane rows, lane l rows l,
+# stretch of memory, staged into shared memory by coalesced loads (16-byte vectors, up to
+# _PROJECT_LOADS a thread in flight at once, for a whole block of aligned rows whose
+# length is a multiple of a vector; and clipped there, each value once) beside the matrix
+# transposed, its columns padded to a multiple of 4 with zeros. Warp w computes columns 4 w .. 4 w + 3 of its lane rows, lane l rows l,
 # l + 32, ...: per k, one value of each row and four of the matrix, the same four for the
 # whole warp (a broadcast, read once for all of a lane's rows). So a block has one warp
 # per four columns (mfcc's 20 coefficients: 5 warps, 626 blocks of 64 rows for PERF.md's
