@@ -621,9 +621,10 @@ def _colnorm(spec: GatherSpec) -> str:
 # stretch of memory, staged into shared memory by coalesced loads (16-byte vectors, up to
 # _PROJECT_LOADS a thread in flight at once, for a whole block of aligned rows whose
 # length is a multiple of a vector; and clipped there, each value once) beside the matrix
-# transposed, its columns padded to a multiple of 4 with zeros. Warp w computes columns 4 w .. 4 w + 3 of its lane rows, lane l rows l,
-# l + 32, ...: per k, one value of each row and four of the matrix, the same four for the
-# whole warp (a broadcast, read once for all of a lane's rows). So a block has one warp
+# transposed, its columns padded to a multiple of 4 with zeros. Warp w computes columns
+# 4 w .. 4 w + 3 of its lane rows, lane l rows l, l + 32, ...: per k, one value of each
+# row and four of the matrix, the same four for the whole warp (a broadcast, read once for
+# all of a lane's rows). So a block has one warp
 # per four columns (mfcc's 20 coefficients: 5 warps, 626 blocks of 64 rows for PERF.md's
 # 40064 frames), and a thread keeps 4 sums a row. The sums go back through shared memory
 # and leave as the block's contiguous rows of output (coalesced). Each output sums over
