@@ -229,6 +229,29 @@ def test_emulated_four_step_float64(n, rng):
     assert rel_l2(back, np.fft.irfft(half, n)) <= TOLERANCES["float64"]
 
 
+@pytest.mark.parametrize("n", [5000, 8192])  # 10 staged stores a thread (8 + 2), and 16
+def test_emulated_four_step_twiddles_read_ahead_give_the_same_bits(n, rng, monkeypatch):
+    """The twist kernel's staged stores read their twiddles in rounds of
+    block.TWIST_READS before storing (two rounds of 8 for 16 stores, 8 + 2 for 10) or one
+    by one as each store needs it (0): the same bits, float32 and float64."""
+    from specux.kernels.codegen import block
+
+    assert block.TWIST_READS == 8
+    x = _complex(rng, (2, n))
+    got = {}
+    for reads in (block.TWIST_READS, 0):
+        monkeypatch.setattr(block, "TWIST_READS", reads)
+        emulate.entry.cache_clear()
+        emulate._entry_for_key.cache_clear()
+        got[reads] = [emulate.fft_1d(x.astype(dtype), "c2c", n)
+                      for dtype in (np.complex64, np.complex128)]  # fmt: skip
+    emulate.entry.cache_clear()
+    emulate._entry_for_key.cache_clear()
+    for a, b in zip(got[8], got[0]):
+        np.testing.assert_array_equal(a, b)
+    assert rel_l2(got[8][1], np.fft.fft(x)) <= TOLERANCES["float64"]
+
+
 def test_three_step_split():
     """Three column passes: balanced lengths, the largest last; none without such a split."""
     assert plan.three_step_split(2**24, "float32") == (256, 256, 256)
