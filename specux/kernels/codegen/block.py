@@ -525,7 +525,9 @@ def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int =
 # behind stores the compiler may not pass (a store may alias the table), each of a
 # thread's 16 table reads was an L2 round trip of its own: complex64 2 ** 24's first pass
 # took 193.5 us under ncu on an H100 where the second, with the same transforms and no
-# twist, took 121.2.
+# twist, took 121.2. Eight (16 spilled at the 64-register bound of 1024 threads), on an
+# H100 (`bench/fft.py --graph`, two rounds): fft_big 0.319 -> 0.306-0.308 ms, fft_prime
+# 0.086 -> 0.079-0.080, the same errors.
 TWIST_READS = 8
 
 
