@@ -298,9 +298,8 @@ def test_mfcc_and_lfcc():
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_mfcc_top_db_clip_read_by_the_dct(dtype):
     """The route's DCT reads the top_db clip (transform_exec.clip_peaks, then the projection
-    kernel): each
-    of 2 x 3 signals clipped at its own peak (a quieter signal among them; 10 dB clips many
-    values), as the CPU backend clips."""
+    kernel): each of 2 x 3 signals clipped at its own peak (a quieter signal among them;
+    10 dB clips many values), as the CPU backend clips."""
     x = _signal((2, 3, 300), dtype)
     x[1, 2] *= 1e-3
     kw = dict(sr=1000, n_mfcc=5, n_fft=32, hop_length=8, n_mels=10, top_db=10.0)
