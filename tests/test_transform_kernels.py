@@ -1116,11 +1116,12 @@ def _spy_launches(monkeypatch) -> list[str]:
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_emulated_clip_peaks_hands_the_kernel_chunk_maxima(dtype, chunk, launches, rng,
                                                          monkeypatch):  # fmt: skip
-    """transform_exec.clip_peaks gives the projection kernel each signal's chunk maxima
-    (row_max's first launch only) where a signal has at most PROJECT_PEAK_CHUNKS chunks,
-    else the peaks themselves; the clipped projection is the bits of the projection with
-    numpy's peaks either way, a NaN in a signal's last chunk makes all of that signal's
-    outputs NaN, and the tiled correlation (the kernel off) always gets the peaks."""
+    """transform_exec.clip_peaks (which project's ``clip`` calls) gives the projection kernel
+    each signal's chunk maxima (row_max's first launch only) where a signal has at most
+    PROJECT_PEAK_CHUNKS chunks, else the peaks themselves; the clipped projection is the
+    bits of the projection with numpy's peaks either way, a NaN in a signal's last chunk
+    makes all of that signal's outputs NaN, and the tiled correlation (the kernel off)
+    always gets the peaks."""
     from specux.kernels import emulate
     from specux.meta import matrices
 
@@ -1135,12 +1136,12 @@ def test_emulated_clip_peaks_hands_the_kernel_chunk_maxima(dtype, chunk, launche
     x[frames:2 * frames] -= 3.0  # the second signal's floor differs
     x[3 * frames - 1, n_in - 1] = np.nan  # the last signal's last value
 
-    def project(peaks, chunks):
+    def project(peaks, chunks, clip=False):
         out = np.zeros((signals * frames, 13), dtype)
         transform_exec.project(emulate.HostBackend(), x, out, bands, weights,
                                rows=signals * frames, n_in=n_in, n_out=13, storage=precision,
-                               precision=precision, dense=True, signals=signals, peaks=peaks,
-                               peak_chunks=chunks, top_db=top_db)  # fmt: skip
+                               precision=precision, dense=True, signals=signals, clip=clip,
+                               peaks=peaks, peak_chunks=chunks, top_db=top_db)  # fmt: skip
         return out
 
     with np.errstate(invalid="ignore"):
@@ -1157,6 +1158,10 @@ def test_emulated_clip_peaks_hands_the_kernel_chunk_maxima(dtype, chunk, launche
         assert chunks == (8 if kernel and chunk == 100 else 1)
         np.testing.assert_array_equal(got, ref)
         assert np.isnan(got[2 * frames:]).all() and np.isfinite(got[:2 * frames]).all()
+        launched.clear()  # project's clip finds the same peaks itself, in the same launches
+        got = project(None, 1, clip=True)
+        assert launched == expected
+        np.testing.assert_array_equal(got, ref)
     with pytest.raises(ValueError, match="peak_chunks"):  # the correlation takes peaks only
         project(peaks, 2)
 

@@ -563,7 +563,7 @@ def bank_spectrogram(x: DeviceArray, window, p: StftParams, power: float, bank_s
 def project(x: DeviceArray, spec: str, top_db: float | None = None) -> DeviceArray:
     """``matrix @ x`` along the feature axis (-2) for a named matrix: one kernel
     (:func:`transform_exec.project`); with ``top_db``, of ``x`` clipped per signal at its
-    peak minus ``top_db`` (:func:`transform_exec.clip_peaks` first; the projection kernel or
+    peak minus ``top_db`` (transform_exec.project finds the peaks; the projection kernel or
     the tiled correlation clips as it reads, the gather reads a clipped copy)."""
     storage, precision = _storage(x)
     device = x.device
@@ -575,15 +575,10 @@ def project(x: DeviceArray, spec: str, top_db: float | None = None) -> DeviceArr
     if clip and not transform_exec.projects_clipped(is_dense, n_in, storage, precision):
         x, clip = NativeEngine.clip_top_db(x, top_db), False
     rows = dense(x.swapaxes(-1, -2))
-    peaks, chunks = None, 1
-    if clip:  # a signal's peak over its rows
-        peaks, chunks = transform_exec.clip_peaks(
-            device, rows, signals=signals, size=rows.size // signals, n_in=n_in,
-            n_out=n_out, storage=storage, precision=precision, dense=is_dense)  # fmt: skip
     out = device.empty((*rows.shape[:-1], n_out), x.dtype)
     transform_exec.project(device, rows, out, bands, weights, rows=out.size // max(n_out, 1),
                            n_in=n_in, n_out=n_out, storage=storage, precision=precision,
-                           dense=is_dense, signals=signals, peaks=peaks, peak_chunks=chunks,
+                           dense=is_dense, signals=signals, clip=bool(clip),
                            top_db=0.0 if top_db is None else top_db)  # fmt: skip
     return out.swapaxes(-1, -2)
 

@@ -290,8 +290,8 @@ def clip_peaks(backend, src, *, signals: int, size: int, n_in: int, n_out: int,
 
 
 def project(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: int,
-            storage: str, precision: str, dense: bool, signals: int = 1, peaks=None,
-            peak_chunks: int = 1, top_db: float = 0.0) -> None:  # fmt: skip
+            storage: str, precision: str, dense: bool, signals: int = 1, clip: bool = False,
+            peaks=None, peak_chunks: int = 1, top_db: float = 0.0) -> None:  # fmt: skip
     """``dst[r, m] = sum_k matrix[m, k] * src[r, k]`` for ``rows`` contiguous rows (a DCT, a
     chroma fold, a filterbank's transpose: :func:`bank_tables`' ``bands`` / ``weights``).
     A ``dense`` matrix (every band spans every column: its weights are the matrix
@@ -301,11 +301,12 @@ def project(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: i
     columns, as the tiled correlation (the rows as frames of ``signals`` signals with hop
     ``n_in``); both stage the rows and the matrix in shared memory instead of reading each
     operand once per output. The others run as the bank gather. All three sum each output
-    over ascending k in one accumulator: the same bits. With ``peaks``
-    (:func:`projects_clipped` must hold; the precision: :func:`clip_peaks`), each signal's
-    rows are read as ``max(x, peak - top_db)`` (mfcc's top_db clip), its peak the maximum
-    of its ``peak_chunks`` values (more than one on the projection kernel only)."""
-    clip = peaks is not None
+    over ascending k in one accumulator: the same bits. With ``clip`` or ``peaks``
+    (:func:`projects_clipped` must hold), each signal's rows are read as ``max(x, peak -
+    top_db)`` (mfcc's top_db clip): its peak the maximum of its ``peak_chunks`` values of
+    ``peaks`` (the precision; more than one on the projection kernel only), or, with
+    ``clip`` and no ``peaks``, of ``src`` (:func:`clip_peaks` finds them)."""
+    clip = clip or peaks is not None
     if clip and not projects_clipped(dense, n_in, storage, precision):
         raise ValueError("project clips its rows only where projects_clipped holds: a dense "
                          f"matrix of at most {CORRELATE_SPLIT} columns, rows stored in the "
@@ -313,6 +314,11 @@ def project(backend, src, dst, bands, weights, *, rows: int, n_in: int, n_out: i
     if rows % max(signals, 1):
         raise ValueError(f"project: {rows} rows are not whole signals of {signals}")
     kernel = _projects_on_kernel(dense, n_in, n_out, storage, precision)
+    if clip and peaks is None and rows * n_out:
+        peaks, peak_chunks = clip_peaks(backend, src, signals=max(signals, 1),
+                                        size=rows * n_in // max(signals, 1), n_in=n_in,
+                                        n_out=n_out, storage=storage, precision=precision,
+                                        dense=dense)  # fmt: skip
     if peak_chunks != 1 and not (clip and kernel and 1 <= peak_chunks <= PROJECT_PEAK_CHUNKS):
         raise ValueError(f"project: peak_chunks={peak_chunks} needs peaks on the projection "
                          f"kernel, at most {PROJECT_PEAK_CHUNKS} (clip_peaks)")  # fmt: skip

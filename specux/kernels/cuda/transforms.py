@@ -468,8 +468,8 @@ def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str,
     the result is frame-major too (the op's layout: a transposed view). With ``top_db``
     (:func:`projects_clipped` must hold), ``matrix @ max(x, peak - top_db)`` for each
     signal's peak over its last two axes (mfcc's clip): the peaks by
-    :func:`transform_exec.clip_peaks` (one or two short launches), then the projection
-    kernel or the tiled correlation clips as it reads."""
+    :func:`transform_exec.clip_peaks` inside project (one or two short launches), then the
+    projection kernel or the tiled correlation clips as it reads."""
     storage, precision = _storage(x)
     backend = TorchCudaBackend(x.device)
     n_in = x.shape[-2]
@@ -477,16 +477,12 @@ def project(x: torch.Tensor, matrix: torch.Tensor | None, spec: str,
     dense = _dense_named(matrix, spec, precision)
     rows = x.transpose(-1, -2).contiguous()  # (..., T, n_in): no copy when frame-major
     signals = math.prod(x.shape[:-2])
-    peaks, chunks = None, 1
-    if top_db is not None and x.numel():  # in the precision: this route stores x in it
-        peaks, chunks = transform_exec.clip_peaks(
-            backend, rows, signals=signals, size=rows.numel() // signals, n_in=n_in,
-            n_out=n_out, storage=storage, precision=precision, dense=dense)  # fmt: skip
     out = torch.empty((*rows.shape[:-1], n_out), dtype=x.dtype, device=x.device)
+    # the clip's peaks in the precision: this route stores x in it
     transform_exec.project(backend, rows, out, bands, weights,
                            rows=out.numel() // max(n_out, 1), n_in=n_in, n_out=n_out,
                            storage=storage, precision=precision, dense=dense,
-                           signals=signals, peaks=peaks, peak_chunks=chunks,
+                           signals=signals, clip=top_db is not None,
                            top_db=0.0 if top_db is None else top_db)  # fmt: skip
     return out.transpose(-1, -2)
 
