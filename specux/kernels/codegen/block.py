@@ -531,6 +531,20 @@ def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int =
 TWIST_READS = 8
 
 
+def _staged_store(spec: BlockSpec, root: str, indent: str) -> list[str]:
+    """The staged store of transfer ``r`` (a loop variable of the caller): its element of
+    the transfer slot's transform from shared memory to the output, times ``root`` in a
+    twist kernel; the lines indented by ``indent`` beyond the loop body's four spaces."""
+    lines = [
+        f"    const int j = (tid + r * {spec.block_threads}) / {spec.per_block};",
+        "    const cpx v = xfer[skew(j)];",
+        "    if (live2) {",
+        *[f"        {stmt}" for stmt in _final_store(spec, "j", "v", "2", root=root)],
+        "    }",
+    ]
+    return [f"{indent}    {line}" for line in lines]
+
+
 def _twist_rows(spec: BlockSpec) -> list[str]:
     """The four-step twiddles W^(c j) (W = exp(sign 2 pi i / total)) of the staged store's
     elements: a thread stores j = j0 + r J of one column c (J = spec.threads, r below the
@@ -1260,25 +1274,14 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body.append("            const int r = r0 + i;")
         if transfers % group:
             body.append(f"            if (r >= {transfers}) break;")
-        body.append(f"            const int j = (tid + r * {spec.block_threads}) / {per_block};")
-        body.append("            const cpx v = xfer[skew(j)];")
-        body.append("            if (live2) {")
-        body += [f"                {stmt}"
-                 for stmt in _final_store(spec, "j", "v", "2", root="roots[i]")]  # fmt: skip
-        body.append("            }")
+        body += _staged_store(spec, "roots[i]", "    ")
         body.append("        }")
         body.append("    }")
     elif spec.store_staged:
-        root = ""
         if spec.twist:
             body += _twist_rows(spec)
-            root = "twisted(r)"
         body.append(f"    for (int r = 0; r < {transfers}; ++r) {{")
-        body.append(f"        const int j = (tid + r * {spec.block_threads}) / {per_block};")
-        body.append("        const cpx v = xfer[skew(j)];")
-        body.append("        if (live2) {")
-        body += [f"            {stmt}" for stmt in _final_store(spec, "j", "v", "2", root=root)]
-        body.append("        }")
+        body += _staged_store(spec, "twisted(r)" if spec.twist else "", "")
         body.append("    }")
     if spec.store.value in _INVERSE_VALUES:
         body += _adjoint(spec, dialect)
