@@ -253,18 +253,20 @@ def test_emulated_four_step_twiddles_read_ahead_give_the_same_bits(n, rng, monke
 
 
 @pytest.mark.parametrize("case", ["four_step", "bluestein", "strided"])
-def test_emulated_staged_walks_give_the_same_bits(case, rng, monkeypatch):
+def test_emulated_staged_walks_give_the_same_bits(case, monkeypatch):
     """The staged transfers walk their elements' offsets (block.walks_in / walks_out) or
     compute each anew from its index: the same bits, float32 and float64 -- a four-step's
     twist and row passes (5000 = 50 x 100), Bluestein's inverse of 4099 with its chirp
     table, scale and valid count in the staged store, and one block along a leading axis
-    (staged loads and stores of 3 interleaved 256-point columns)."""
+    (staged loads and stores of 3 interleaved 256-point columns). Bluestein's passes load
+    with the valid count and chirp table and store with both and the scale."""
     from specux.kernels.codegen import block
     from specux.kernels.fft_exec import Strides, transform_1d
 
     def run(dtype):
+        rng = np.random.default_rng(7)  # the same data in both forms
         if case == "strided":
-            x = _complex(rng_fixed(), (256, 3)).astype(dtype)
+            x = _complex(rng, (256, 3)).astype(dtype)
             out = np.zeros_like(x)
             precision = "float32" if dtype == np.complex64 else "float64"
             along = Strides.along((256, 3), 0)
@@ -274,13 +276,10 @@ def test_emulated_staged_walks_give_the_same_bits(case, rng, monkeypatch):
                          use_blocks=True)  # fmt: skip
             return out, np.fft.fft(x.astype(np.complex128), axis=0)
         n, sign = (5000, -1) if case == "four_step" else (4099, 1)
-        x = _complex(rng_fixed(), (2, n)).astype(dtype)
+        x = _complex(rng, (2, n)).astype(dtype)
         scale = 1.0 if sign < 0 else 1.0 / n
         ref = np.fft.fft(x) if sign < 0 else np.fft.ifft(x.astype(np.complex128))
         return emulate.fft_1d(x, "c2c", n, sign=sign, scale=scale), ref
-
-    def rng_fixed():
-        return np.random.default_rng(7)
 
     assert block.walks_in(plan.block(64, -1, "float32", plan.LoadSpec(), plan.StoreSpec(),
                                      load_staged=True))  # fmt: skip
