@@ -229,24 +229,36 @@ def test_emulated_four_step_float64(n, rng):
     assert rel_l2(back, np.fft.irfft(half, n)) <= TOLERANCES["float64"]
 
 
-@pytest.mark.parametrize("n", [5000, 8192])  # 10 staged stores a thread (8 + 2), and 16
-def test_emulated_four_step_twiddles_read_ahead_give_the_same_bits(n, rng, monkeypatch):
-    """The twist kernel's staged stores read their twiddles in rounds of
-    block.TWIST_READS before storing (two rounds of 8 for 16 stores, 8 + 2 for 10) or one
-    by one as each store needs it (0): the same bits, float32 and float64."""
+def _forget_kernels():
+    """Drop the planned programs and built kernels (after a switch of the generator)."""
+    from specux.kernels import fft_exec
+
+    fft_exec._program.cache_clear()
+    emulate.entry.cache_clear()
+    emulate._entry_for_key.cache_clear()
+
+
+@pytest.mark.parametrize("interleave", [True, False])
+@pytest.mark.parametrize("n", [5000, 8192])  # float64: 50 x 100 and 64 x 128
+def test_emulated_four_step_twiddles_read_ahead_give_the_same_bits(n, interleave, rng,
+                                                                   monkeypatch):  # fmt: skip
+    """The twist kernel's stores read their twiddles in rounds of block.TWIST_READS before
+    storing or one by one as each store needs it (0): the same bits, float32 and float64.
+    Staged (plan.INTERLEAVE_COLUMNS off): 10 stores a thread in rounds of 8 + 2, 16 in two
+    of 8; interleaved: a round a last-stage butterfly, its 5 stores (50-point columns, two
+    butterflies a thread) or its 4 (64-point columns, four)."""
     from specux.kernels.codegen import block
 
     assert block.TWIST_READS == 8
+    monkeypatch.setattr(plan, "INTERLEAVE_COLUMNS", interleave)
     x = _complex(rng, (2, n))
     got = {}
     for reads in (block.TWIST_READS, 0):
         monkeypatch.setattr(block, "TWIST_READS", reads)
-        emulate.entry.cache_clear()
-        emulate._entry_for_key.cache_clear()
+        _forget_kernels()
         got[reads] = [emulate.fft_1d(x.astype(dtype), "c2c", n)
                       for dtype in (np.complex64, np.complex128)]  # fmt: skip
-    emulate.entry.cache_clear()
-    emulate._entry_for_key.cache_clear()
+    _forget_kernels()
     for a, b in zip(got[8], got[0]):
         np.testing.assert_array_equal(a, b)
     assert rel_l2(got[8][1], np.fft.fft(x)) <= TOLERANCES["float64"]
@@ -283,20 +295,76 @@ def test_emulated_staged_walks_give_the_same_bits(case, monkeypatch):
 
     assert block.walks_in(plan.block(64, -1, "float32", plan.LoadSpec(), plan.StoreSpec(),
                                      load_staged=True))  # fmt: skip
+    monkeypatch.setattr(plan, "INTERLEAVE_COLUMNS", False)  # (interleaved kernels walk)
     got = {}
     for walk in (True, False):
         if not walk:
             monkeypatch.setattr(block, "walks_in", lambda spec: False)
             monkeypatch.setattr(block, "walks_out", lambda spec: False)
-        emulate.entry.cache_clear()
-        emulate._entry_for_key.cache_clear()
+        _forget_kernels()
         got[walk] = [run(dtype) for dtype in (np.complex64, np.complex128)]
-    emulate.entry.cache_clear()
-    emulate._entry_for_key.cache_clear()
+    _forget_kernels()
     for (a, _), (b, _) in zip(got[True], got[False]):
         np.testing.assert_array_equal(a, b)
     out, ref = got[True][1]
     assert rel_l2(out, ref) <= TOLERANCES["float64"]
+
+
+@pytest.mark.parametrize("n, sign, three", [(10000, -1, False), (4099, 1, False),
+                                             (2**16, -1, False), (12288, 1, True)])
+def test_emulated_interleaved_columns_give_the_same_bits(n, sign, three, monkeypatch):
+    """The four-step passes as interleaved block kernels (plan.INTERLEAVE_COLUMNS: the
+    block's transforms alternate in the lanes and in shared memory, loaded and stored with
+    no staged transfers) or with staged transfers: the same bits, float32 and float64 --
+    100 x 100, Bluestein's inverse of 4099 over 84 x 98 (84 = 14 x 6 stays staged: its last
+    stage's 14 butterflies are no multiple of its 6 threads), 256 x 256, and three passes
+    of 12288 (16 x 24 x 32) with a scale."""
+    from specux.kernels import fft_exec
+
+    if three:
+        monkeypatch.setattr(plan, "THREE_PASS_ROW_BYTES", 2**30)
+    x = _complex(np.random.default_rng(3), (2, n))
+    scale = 1.0 if sign < 0 else 1.0 / n
+    recorder = _Recorder()
+    fft_exec.transform_1d(recorder, None, None, n=n, kind="c2c", sign=sign, scale=scale,
+                          precision="float32", batch=2, src_storage="float32",
+                          dst_storage="float32", src_strides=fft_exec.Strides(1, n, 0, 1),
+                          dst_strides=fft_exec.Strides(1, n, 0, 1))  # fmt: skip
+    kinds = {(spec.interleave, spec.twist) for spec in recorder.specs if spec.split}
+    assert (True, False) in kinds  # the rows' pass
+    assert ((True, True) in kinds) == (n != 4099)  # the columns' (4099: 84 staged)
+    got = {}
+    for interleave in (True, False):
+        monkeypatch.setattr(plan, "INTERLEAVE_COLUMNS", interleave)
+        _forget_kernels()
+        got[interleave] = [emulate.fft_1d(x.astype(dtype), "c2c", n, sign=sign, scale=scale)
+                           for dtype in (np.complex64, np.complex128)]  # fmt: skip
+    _forget_kernels()
+    for a, b in zip(got[True], got[False]):
+        np.testing.assert_array_equal(a, b)
+    ref = np.fft.fft(x) if sign < 0 else np.fft.ifft(x)
+    assert rel_l2(got[True][1], ref) <= TOLERANCES["float64"]
+
+
+def test_interleaved_column_kernels():
+    """Which four-step passes interleave (plan.interleaves) and the shape they take: the
+    staged kernels' transforms a block, no pad slots, one thread a first-stage butterfly."""
+    load, store = plan.LoadSpec(), plan.StoreSpec()
+    assert plan.interleaves(4096, "float32", load, store)  # 16 x 16 x 16
+    assert plan.interleaves(1024, "float32", load, store)  # last stage 256 = 4 x 64 threads
+    assert not plan.interleaves(84, "float32", load, store)  # 14 butterflies, 6 threads
+    assert not plan.interleaves(4096, "float32", plan.LoadSpec(mode="hermitian"), store)
+    assert not plan.interleaves(4096, "float32", load, plan.StoreSpec(value="power"))
+    spec = plan.column_block(4096, -1, "float32", load, store, twist=True)
+    staged = plan.block(4096, -1, "float32", load, store, load_staged=True, store_staged=True,
+                        split=True, twist=True)  # fmt: skip
+    assert spec.interleave and not (spec.load_staged or spec.store_staged)
+    assert (spec.threads, spec.per_block) == (staged.threads, staged.per_block) == (256, 4)
+    assert spec.slot_extra == 0 and spec.shared_bytes == 4 * plan.skewed(4096, "float32") * 8
+    rows = plan.column_block(84, 1, "float32", load, store, twist=False)
+    assert not rows.interleave and rows.store_staged
+    with pytest.raises(ValueError, match="interleaved"):
+        plan.block(84, -1, "float32", load, store, split=True, interleave=True)
 
 
 def test_three_step_split():
@@ -510,7 +578,9 @@ def test_warp_local_transforms_exchange_under_the_warp_barrier():
     # 16 threads a transform (two a warp), staged through other transforms' slots
     assert barriers(256, load_staged=True, store_staged=True) == (
         16, True, [block, warp, warp, warp, block])
-    assert barriers(1024) == (64, False, [block] * 4)  # two warps a transform
+    # two warps a transform; the last stage stores to global memory: no barrier after its
+    # reads (it writes no shared memory)
+    assert barriers(1024) == (64, False, [block] * 3)
     assert barriers(8) == (1, True, [])  # one stage, no exchange
     # n_fft 512's fused adjoint with the overlap-add (16 threads a frame): the forward
     # stages, the block barrier after the last (kept as in every r2c kernel), the tangling

@@ -29,6 +29,7 @@ from specux.kernels.plan import (
     block,
     block_fits,
     bluestein_length,
+    column_block,
     column_split,
     expand_count,
     factorize,
@@ -785,8 +786,7 @@ def _four_step(backend, split, sign, precision, load, store, src, dst, scale, in
         scratch, length, rows, out_jm = columns, n3, batch * n2, n1 * n2
         rows_in = Strides(n2, n, n3, 1)  # user row (u, k2) -> its rows (u, k1, k2) at k1 m
         rows_out = Strides(n2, outs.outer_stride, n1 * outs.elem_stride, outs.elem_stride)
-    last = block(length, sign, precision, LoadSpec(), store, store_staged=True, split=True,
-                 unit_in=True)  # fmt: skip
+    last = column_block(length, sign, precision, LoadSpec(), store, twist=False)
     args = _block_args(backend, scratch, dst, None, None, store_table, rows * n1, scale,
                        rows_in, rows_out, n1, m, 1, 1, out_jm, n, store.valid or n,
                        store.logical or n, n)  # fmt: skip
@@ -799,8 +799,7 @@ def _twist_pass(backend, length, stride, sign, precision, load, src, dst, ins, r
     ``stride`` columns of ``length`` points (element j at j * stride) times the twiddles
     W^(c k) of the row's length, written as ``length`` contiguous rows of ``stride``."""
     total = length * stride
-    spec = block(length, sign, precision, load, StoreSpec(), load_staged=True,
-                 store_staged=True, split=True, twist=True)  # fmt: skip
+    spec = column_block(length, sign, precision, load, StoreSpec(), twist=True)
     twists = backend.table(("four-step twists", total, spec.threads),
                            _twist_table(total, spec.threads), "float64")  # fmt: skip
     args = _block_args(backend, src, dst, None, load_table, None, rows * stride, 1.0, ins,

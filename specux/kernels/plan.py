@@ -442,6 +442,11 @@ class BlockSpec:
     # the register bound as blocks an SM chosen by autotuning (kernels.tuning; 1: none);
     # 0: min_blocks' rule
     bound: int = 0
+    # the block's transforms interleaved in the lanes and in shared memory (transform s =
+    # tid % per_block, its point j at per_block skew(j) + s): the first stage loads and the
+    # last stores straight from and to global memory, a warp reaching per_block adjacent
+    # columns a request (a four-step pass: ``interleaves``), with no staged transfers
+    interleave: bool = False
 
     @property
     def shift(self) -> int:
@@ -543,10 +548,21 @@ def block_fits(n: int, precision: str) -> bool:
     return n * _COMPLEX_BYTES[precision] <= BLOCK_BYTES and stage_radices(n) is not None
 
 
+def _transform_threads(n: int, radices: tuple[int, ...]) -> int:
+    """One thread per butterfly of the first stage, at most a block's 1024 (then each thread
+    takes several: the fewest that divide evenly, so staged transfers stay whole)."""
+    threads = max(1, n // radices[0]) if radices else 1
+    share = 1
+    while threads // share > MAX_THREADS or threads % share:
+        share += 1
+    return threads // share
+
+
 def block(
     n: int, sign: int, precision: str, load: LoadSpec, store: StoreSpec, *,
     load_staged: bool = False, store_staged: bool = False, pack: str = "",
     split: bool = False, twist: bool = False, unit_in: bool = False, unit_out: bool = False,
+    interleave: bool = False,
 ) -> BlockSpec:  # fmt: skip
     """The block kernel of an ``n``-point transform (``block_fits`` must hold): the rules
     below, unless autotuning recorded another kernel for their choice (:func:`tuned`).
@@ -564,8 +580,11 @@ def block(
     0.128 ms, n_fft 768 (16, 12, 2 for 8, 8, 6) 0.154 -> 0.143, but n_fft 64 (16, 2 for 8,
     4: blocks of 16 threads) 0.145 -> 0.222, so shorter ones keep even_radices; float64 was
     not timed and keeps them too."""
-    if twist and not store_staged:
-        raise ValueError("a four-step twist kernel stores staged (its twiddles are per row)")
+    if twist and not (store_staged or interleave):
+        raise ValueError("a four-step twist kernel stores staged or interleaved (its twiddles "
+                         "are per row)")  # fmt: skip
+    if interleave and not interleaves(n, precision, load, store):
+        raise ValueError(f"no interleaved {n}-point block kernel of these loads and stores")
     istft_ola = (pack == "c2r" and bool(store.ola_hop) and precision == "float32"
                  and n >= ISTFT_GREEDY_MIN)  # fmt: skip
     even = (pack == "c2r" and not istft_ola) or store.value in ("adjoint", "cotangent",
@@ -573,14 +592,8 @@ def block(
     radices = even_radices(n) if even else stage_radices(n)
     if radices is None or not block_fits(n, precision):
         raise ValueError(f"{n} points do not fit one block in {precision}")
-    # One thread per butterfly of the widest stage, at most a block's 1024 (then each thread
-    # takes several: the fewest that divide evenly, so staged transfers stay whole).
-    threads = max(1, n // radices[0]) if radices else 1
-    share = 1
-    while threads // share > MAX_THREADS or threads % share:
-        share += 1
-    threads //= share
-    staged = load_staged or store_staged
+    threads = _transform_threads(n, radices)
+    staged = load_staged or store_staged or interleave
     if store.ola_hop:
         per_block = ola_frames(2 * n, store.ola_hop, threads, precision)
         adjoint = pack == "r2c" and store.value == "adjoint"
@@ -602,14 +615,46 @@ def block(
     row_bytes = _slot_bytes(skewed(n, precision), precision, store.bins)
     while per_block > 1 and per_block * row_bytes > (150 if staged else 100) * 1024:
         per_block -= 1
-    shift, extra = SKEW[precision], 0
-    if staged:  # staged transfers interleave the transforms
+    shift, extra = SKEW[precision], 0  # (interleaved: the default skew, no pad slots)
+    if load_staged or store_staged:  # staged transfers interleave the transforms
         extra = staged_layout(n, radices, threads, per_block, precision)
-    else:
+    elif not interleave:
         shift, extra = shared_layout(n, radices, threads, per_block, precision)
     return tuned(BlockSpec(n, radices, sign, precision, threads, per_block, load, store,
                            load_staged, store_staged, pack, split, twist, unit_in, unit_out,
-                           shift, extra))  # fmt: skip
+                           shift, extra, interleave=interleave))  # fmt: skip
+
+
+# The four-step passes run interleaved block kernels (``BlockSpec.interleave``) where they
+# can (``interleaves``), else staged transfers (a switch for benchmarks and tests).
+INTERLEAVE_COLUMNS = True
+
+
+def interleaves(n: int, precision: str, load: LoadSpec, store: StoreSpec) -> bool:
+    """Whether a four-step pass of ``n``-point columns can run interleaved: complex or real
+    loads and complex stores (no framing, reduce or overlap-add), and a last stage whose
+    butterflies are whole multiples of the threads (each thread's stored points j = t + r
+    threads, as the four-step twiddles assume: codegen.block._twist_rows)."""
+    radices = stage_radices(n)
+    if radices is None or not block_fits(n, precision):
+        return False
+    threads = _transform_threads(n, radices)
+    plain = (load.mode in ("complex", "real") and not load.frames and store.value == "complex"
+             and not store.reduce and not store.ola_hop)  # fmt: skip
+    return plain and (n // radices[-1]) % threads == 0
+
+
+def column_block(n: int, sign: int, precision: str, load: LoadSpec, store: StoreSpec,
+                 twist: bool) -> BlockSpec:  # fmt: skip
+    """A four-step pass's kernel: ``twist`` the columns' pass (strided columns, the twiddles
+    multiplied into its stores), else the rows' (contiguous rows stored transposed);
+    interleaved where :func:`interleaves` (and INTERLEAVE_COLUMNS), else staged."""
+    unit_in = not twist
+    if INTERLEAVE_COLUMNS and interleaves(n, precision, load, store):
+        return block(n, sign, precision, load, store, split=True, twist=twist,
+                     unit_in=unit_in, interleave=True)  # fmt: skip
+    return block(n, sign, precision, load, store, load_staged=twist, store_staged=True,
+                 split=True, twist=twist, unit_in=unit_in)  # fmt: skip
 
 
 def tuned(spec: BlockSpec) -> BlockSpec:
@@ -698,10 +743,8 @@ def column_split(n: int, precision: str, store: StoreSpec = StoreSpec(),
     if not three:
         return two
     if two is not None:
-        first = block(two[0], -1, precision, LoadSpec(), StoreSpec(), load_staged=True,
-                      store_staged=True, split=True, twist=True)  # fmt: skip
-        second = block(two[1], -1, precision, LoadSpec(), StoreSpec(), store_staged=True,
-                       split=True, unit_in=True)  # fmt: skip
+        first = column_block(two[0], -1, precision, LoadSpec(), StoreSpec(), twist=True)
+        second = column_block(two[1], -1, precision, LoadSpec(), StoreSpec(), twist=False)
         staged = min(first.per_block, second.per_block) * _COMPLEX_BYTES[precision]
         if staged >= THREE_PASS_ROW_BYTES:
             return two

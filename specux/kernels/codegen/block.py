@@ -192,7 +192,7 @@ def _load_lambda(spec: BlockSpec) -> str:
     if load.table:
         lines.append("        v = cmul(v, ((const cpx*)load_table)[g]);")
     lines += ["        return v;", "    };"]
-    if spec.load_staged and walks_in(spec):  # element g at offset ``off`` (_staged_loads)
+    if (spec.load_staged or spec.interleave) and walks_in(spec):  # element g at ``off``
         lines += [
             "    auto load_at = [&](long long off, long long g) -> cpx {",
             f"        const {in_t}* in = (const {in_t}*)in_ptr;",
@@ -270,7 +270,7 @@ def _store_lambda(spec: BlockSpec) -> str:
     else:
         lines.append(f"        put(&{target}, {result});")
     lines.append("    };")
-    if spec.store_staged and walks_out(spec):  # element at, at offset ``off`` (_staged_store)
+    if (spec.store_staged or spec.interleave) and walks_out(spec):  # element at at ``off``
         lines += [
             "    auto store_at = [&](long long off, long long at, cpx v) {",
             *_store_checks(spec),
@@ -563,8 +563,9 @@ def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int =
     return [f"store(out_base{p}, {g}, {value}, {offset});"]
 
 
-# The four-step twist kernel's staged stores read this many twiddles (``twisted(r)``) at
-# once, into registers, before storing them (0: each as its store needs it). Read in turn,
+# The four-step twist kernel's stores (staged, or interleaved: _interleaved_stores) read
+# this many twiddles (``twisted(r)``) at once, into registers, before storing them (0: each
+# as its store needs it; timed with the staged stores, below). Read in turn,
 # behind stores the compiler may not pass (a store may alias the table), each of a
 # thread's 16 table reads was an L2 round trip of its own: complex64 2 ** 24's first pass
 # took 193.5 us under ncu on an H100 where the second, with the same transforms and no
@@ -574,19 +575,21 @@ def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int =
 TWIST_READS = 8
 
 
-def _walk(spec: BlockSpec, side: str) -> list[str]:
+def _walk(spec: BlockSpec, side: str, j0: str = "j0", step: int = 0, p: str = "2") -> list[str]:
     """The staged transfers' walk over one side's elements (``side``: in or out): thread tid
     moves element j = tid / per_block + r * threads of its transfer slot's transform in
     transfer r, whose logical index ``{side}_at`` (that of _global_load / _final_store) and
-    element offset ``{side}_off`` step by constants. Computed anew for each transfer, the
+    element offset ``{side}_off`` step by constants (an interleaved kernel's first and last
+    stages walk their butterfly's points: ``j0`` its first, ``step`` apart, slot suffix
+    ``p`` ""). Computed anew for each transfer, the
     64-bit index products were most of the four-step passes' load and store instructions
     (ncu, H100, complex64 2 ** 24: the twist pass 64.6M -> 54.7M warp instructions, the row
     pass 47.1M -> 40.4M, their times unchanged, as they wait on memory; fft_prime's passes,
     graph replays: 0.080 -> 0.075 ms)."""
     return [
-        f"    long long {side}_at = {side}_g2 + (long long)j0 * {side}_jmul;",
-        f"    long long {side}_off = {side}_base2 + {side}_at * {side}_elem_stride;",
-        f"    const long long {side}_at_step = {spec.threads}LL * {side}_jmul;",
+        f"    long long {side}_at = {side}_g{p} + (long long)({j0}) * {side}_jmul;",
+        f"    long long {side}_off = {side}_base{p} + {side}_at * {side}_elem_stride;",
+        f"    const long long {side}_at_step = {step or spec.threads}LL * {side}_jmul;",
         f"    const long long {side}_off_step = {side}_at_step * {side}_elem_stride;",
     ]
 
@@ -631,29 +634,59 @@ def _staged_store(spec: BlockSpec, root: str, indent: str) -> list[str]:
     return [f"{indent}    {line}" for line in lines]
 
 
-def _twist_rows(spec: BlockSpec) -> list[str]:
+def _twist_rows(spec: BlockSpec, column: str = "c2", first: str = "") -> list[str]:
     """The four-step twiddles W^(c j) (W = exp(sign 2 pi i / total)) of the staged store's
     elements: a thread stores j = j0 + r J of one column c (J = spec.threads, r below the
     first radix), so W^(c j) = W^(c j0) W^(c J r): the first from a float64 sincospi once a
     thread, the second entry c r of the float64 table ``twists`` (W^(J q), q < total / J,
     which c r is below); their product in float64, rounded once (``twisted(r)``). Each
-    element took a sincospi, a 64-bit remainder and a division before."""
+    element took a sincospi, a 64-bit remainder and a division before. ``column``: the
+    column's variable (an interleaved kernel's own slot's ``c``), ``first``: j0 (the staged
+    store's tid / per_block, an interleaved kernel's t)."""
+    first = first or f"tid / {spec.per_block}"
     sign = "" if spec.sign > 0 else "-"
     conj = "-" if spec.sign > 0 else ""  # the table holds exp(-2 pi i J q / total)
     return [
         "    struct alignas(16) root_d { double re, im; };",
         "    const root_d* const twist_table = (const root_d*)twists;",
         "    double base_re, base_im;  // W^(c j0)",
-        f"    specux_sincospi(2.0 * (double)((c2 * (tid / {spec.per_block})) % total)"
+        f"    specux_sincospi(2.0 * (double)(({column} * ({first})) % total)"
         " / (double)total, &base_im, &base_re);",
         f"    base_im = {sign}base_im;",
         "    auto twisted = [&](int r) -> cpx {",
-        "        const root_d u = twist_table[(long long)r * c2];",
+        f"        const root_d u = twist_table[(long long)r * {column}];",
         f"        const double ur = u.re, ui = {conj}u.im;",
         "        return cpx{(real_t)(base_re * ur - base_im * ui),"
         " (real_t)(base_re * ui + base_im * ur)};",
         "    };",
     ]
+
+
+def _lanes(spec: BlockSpec) -> int:
+    """The distance in shared memory between a transform's consecutive (skewed) points:
+    per_block in an interleaved kernel (its transforms' points alternate), else 1."""
+    return spec.per_block if spec.interleave else 1
+
+
+def _interleaved_stores(spec: BlockSpec, m: int, quarter: int, radix: int) -> list[str]:
+    """An interleaved kernel's last stage stores butterfly ``i`` (= t + m threads, in scope)
+    outputs v{m}_q, points i + q quarter of its own column, to global memory: their offsets
+    walk (:func:`_walk`); a twist kernel's twiddles W^(c (t + r threads)), r = m + q quarter
+    / threads (``interleaves``: threads divides quarter), read in rounds of TWIST_READS
+    before their stores, as the staged store's (:data:`TWIST_READS`)."""
+    lines = _walk(spec, "out", "i", quarter, "")
+    group = min(radix, TWIST_READS) if spec.twist and TWIST_READS else 1
+    for q0 in range(0, radix, group):
+        round_ = range(q0, min(radix, q0 + group))
+        if spec.twist:
+            lines += [f"    const cpx w{q} = twisted({m + q * (quarter // spec.threads)});"
+                      for q in round_]  # fmt: skip
+        for q in round_:
+            value = f"cmul(v{m}_{q}, w{q})" if spec.twist else f"v{m}_{q}"
+            lines.append(f"    store_at(out_off, out_at, {value});")
+            if q < radix - 1:
+                lines.append("    out_at += out_at_step; out_off += out_off_step;")
+    return lines
 
 
 def _mod(i: str, m: int) -> str:
@@ -698,6 +731,12 @@ def _butterfly(spec: BlockSpec, index: int, stride: int, tag: str,
         code += [f"    u{q} = live ? {_global_load(spec, j[q])} : cpx{{0, 0}};"
                  for q in range(radix)]  # fmt: skip
         code.append("}")
+    elif direct and spec.interleave:  # the points' offsets walk (_walk)
+        code += [line[4:] for line in _walk(spec, "in", "i", quarter, "")]
+        for q in range(radix):
+            code.append(f"cpx u{q} = live ? load_at(in_off, in_at) : cpx{{0, 0}};")
+            if q < radix - 1:
+                code.append("in_at += in_at_step; in_off += in_off_step;")
     elif direct:
         code += [f"cpx u{q} = live ? {_global_load(spec, j[q])} : cpx{{0, 0}};"
                  for q in range(radix)]  # fmt: skip
@@ -707,7 +746,7 @@ def _butterfly(spec: BlockSpec, index: int, stride: int, tag: str,
             code += [f"cpx u{q} = my[skew({j[q]})];" for q in range(radix)]
         else:  # one address, constant offsets
             code.append("const cpx* const row = my + skew(i);")
-            code += [f"cpx u{q} = row[{q * step}];" for q in range(radix)]
+            code += [f"cpx u{q} = row[{q * step * _lanes(spec)}];" for q in range(radix)]
     if stride > 1:  # the stage's own roots (BlockSpec.twiddle_index)
         code.append(f"const int k = {_mod('i', stride)};")
         for q in range(1, radix):
@@ -899,6 +938,8 @@ def warp_local(spec: BlockSpec) -> bool:
     shared memory, need only the warp's barrier (Dialect.warp_barrier), and a warp runs its
     stages without waiting for the block's other warps. The forward stft kernels of n_fft
     1024 (a 512-point transform of radices 16, 16, 2: 32 threads) are such."""
+    if spec.interleave:  # a transform's threads are every per_block-th lane of the block
+        return False
     return spec.threads <= WARP and WARP % spec.threads == 0 and spec.block_threads % WARP == 0
 
 
@@ -933,7 +974,8 @@ def _stages(spec: BlockSpec, barrier: str, local: str = "") -> list[str]:
             cond = "" if exact else f"if (t + {m * threads} < {quarter}) "
             lines += _held_butterfly(spec, index, stride, f"_{m}", f"t + {m * threads}", names,
                                      cond)  # fmt: skip
-        if not (first and direct_load):
+        if not (first and direct_load) and not (last and direct_store):
+            # (a direct last stage writes no shared memory after its reads)
             lines.append(f"    {local}  // every read of this stage is done")
         for m in range(reps):
             cond = "" if exact else f"if (t + {m * threads} < {quarter}) "
@@ -941,6 +983,11 @@ def _stages(spec: BlockSpec, barrier: str, local: str = "") -> list[str]:
                 guard = "live" if exact else f"live && t + {m * threads} < {quarter}"
                 lines.append(f"    if ({guard}) {{")
                 lines.append(f"        const int i = t + {m * threads};")
+                if spec.interleave:
+                    lines += [f"    {line}" for line in _interleaved_stores(spec, m, quarter,
+                                                                            radix)]  # fmt: skip
+                    lines.append("    }")
+                    continue
                 for q in range(radix):
                     for stmt in _final_store(spec, f"i + {q * quarter}", f"v{m}_{q}"):
                         lines.append(f"        {stmt}")
@@ -956,7 +1003,8 @@ def _stages(spec: BlockSpec, barrier: str, local: str = "") -> list[str]:
                 lines += [f"        my[skew(j0 + {q * stride})] = v{m}_{q};" for q in range(radix)]
             else:  # one address, constant offsets
                 lines.append("        cpx* const row = my + skew(j0);")
-                lines += [f"        row[{q * step}] = v{m}_{q};" for q in range(radix)]
+                lines += [f"        row[{q * step * _lanes(spec)}] = v{m}_{q};"
+                          for q in range(radix)]  # fmt: skip
             lines.append("    }")
         if not (last and direct_store):
             lines.append(f"    {barrier if last else local}  // every write of this stage is done")
@@ -1292,6 +1340,9 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
     per block, ``ceil(batch / spec.per_block)`` blocks."""
     spec = block_source_key(spec)
     n, threads, per_block = spec.n, spec.threads, spec.per_block
+    skew = f"j + (j >> {spec.shift})"
+    if spec.interleave:  # the block's transforms' points alternate (BlockSpec.interleave)
+        skew = f"({skew}) * {per_block}"
     params = ", ".join(f"{t} {name}" for t, name in BLOCK_PARAMS)
     args = ", ".join(name for _, name in BLOCK_PARAMS)
     barrier = dialect.barrier
@@ -1304,7 +1355,7 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         "    auto tw = [&](int k, int offset) -> cpx {",
         f"        cpx w = (tw_table + k)[offset];{conj} return w;",
         "    };",
-        f"    auto skew = [](int j) -> int {{ return j + (j >> {spec.shift}); }};",
+        f"    auto skew = [](int j) -> int {{ return {skew}; }};",
         "    auto row_base = [](long long u, long long inner, long long outer,"
         " long long istride) -> long long {",
         "        if (inner == 1) return u * outer;",
@@ -1320,6 +1371,8 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body.append(_store_lambda(spec))
     if per_block == 1:
         body += ["    const int t = tid;", "    const int s = 0;"]
+    elif spec.interleave:
+        body += [f"    const int t = tid / {per_block};", f"    const int s = tid % {per_block};"]
     else:
         body += [f"    const int t = tid % {threads};", f"    const int s = tid / {threads};"]
     if spec.store.ola_hop:
@@ -1327,7 +1380,7 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
     body += _slot("", "s", spec)
     body += _convolve_limit(spec)
     slots = spec.slot_size
-    body.append(f"    cpx* const my = smem + s * {slots};")
+    body.append(f"    cpx* const my = smem + s{'' if spec.interleave else f' * {slots}'};")
     staged = spec.load_staged or spec.store_staged
     if staged:  # the transfer slot: consecutive threads walk consecutive transforms
         body += [f"    const int s2 = tid % {per_block};"]
@@ -1344,6 +1397,8 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body += _staged_loads(spec, transfers)
         body.append("    }")
         body.append(f"    {barrier}")
+    if spec.interleave and spec.twist:  # (the last stage stores: _interleaved_stores)
+        body += _twist_rows(spec, "c", "t")
     body += _stages(spec, barrier, _local_barrier(spec, dialect))
     if spec.store_staged and walks_out(spec):
         body += _walk(spec, "out")
