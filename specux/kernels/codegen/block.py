@@ -215,14 +215,16 @@ def _load_value(spec: BlockSpec, offset: str) -> list[str]:
 
 def walks_in(spec: BlockSpec) -> bool:
     """Whether the staged loads walk their elements' offsets (:func:`_staged_loads`): all
-    but a hermitian load's, whose mirrored elements go back."""
+    but a hermitian load's, whose mirrored elements go back. (An interleaved kernel's loads
+    always walk: plan.interleaves takes only these.)"""
     return spec.load.mode in ("complex", "real")
 
 
 def walks_out(spec: BlockSpec) -> bool:
     """Whether the staged stores walk their elements' offsets (:func:`_staged_store`): the
     complex values' (a cotangent's factors and a reduce's shared values are indexed by the
-    row and bin instead)."""
+    row and bin instead). (An interleaved kernel's stores always walk: plan.interleaves
+    takes only these.)"""
     return spec.store.value == "complex" and not spec.store.reduce
 
 
@@ -270,7 +272,7 @@ def _store_lambda(spec: BlockSpec) -> str:
     else:
         lines.append(f"        put(&{target}, {result});")
     lines.append("    };")
-    if (spec.store_staged or spec.interleave) and walks_out(spec):  # element at at ``off``
+    if (spec.store_staged or spec.interleave) and walks_out(spec):  # ``at`` at ``off``
         lines += [
             "    auto store_at = [&](long long off, long long at, cpx v) {",
             *_store_checks(spec),
@@ -581,11 +583,11 @@ def _walk(spec: BlockSpec, side: str, j0: str = "j0", step: int = 0, p: str = "2
     transfer r, whose logical index ``{side}_at`` (that of _global_load / _final_store) and
     element offset ``{side}_off`` step by constants (an interleaved kernel's first and last
     stages walk their butterfly's points: ``j0`` its first, ``step`` apart, slot suffix
-    ``p`` ""). Computed anew for each transfer, the
-    64-bit index products were most of the four-step passes' load and store instructions
-    (ncu, H100, complex64 2 ** 24: the twist pass 64.6M -> 54.7M warp instructions, the row
-    pass 47.1M -> 40.4M, their times unchanged, as they wait on memory; fft_prime's passes,
-    graph replays: 0.080 -> 0.075 ms)."""
+    ``p`` ""). Computed anew for each transfer, the 64-bit index products were most of the
+    four-step passes' load and store instructions (ncu, H100, complex64 2 ** 24, staged: the
+    twist pass 64.6M -> 54.7M warp instructions, the row pass 47.1M -> 40.4M, their times
+    unchanged, as they wait on memory; fft_prime's passes, graph replays: 0.080 -> 0.075
+    ms)."""
     return [
         f"    long long {side}_at = {side}_g{p} + (long long)({j0}) * {side}_jmul;",
         f"    long long {side}_off = {side}_base{p} + {side}_at * {side}_elem_stride;",
