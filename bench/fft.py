@@ -33,11 +33,12 @@ SHAPES = {"fft_b": ((16384, 1024), True), "fft_big": ((2**24,), True),
 
 
 def workload(name: str) -> tuple[torch.Tensor, Callable]:
-    """Workload ``name``'s input (on the host) and the specux function it calls."""
+    """Workload ``name``'s input (on the host, the same in every process: tools/ab.py compares
+    processes' results) and the specux function it calls."""
     shape, complex_ = SHAPES[name]
     if complex_:
         return _complex(shape), specux.fft
-    return torch.randn(shape), specux.rfft
+    return torch.randn(shape, generator=torch.Generator().manual_seed(0)), specux.rfft
 
 
 def _rel(a: torch.Tensor, ref: np.ndarray) -> float:

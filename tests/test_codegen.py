@@ -268,10 +268,11 @@ def test_emulated_four_step_twiddles_read_ahead_give_the_same_bits(n, interleave
 def test_emulated_staged_walks_give_the_same_bits(case, monkeypatch):
     """The staged transfers walk their elements' offsets (block.walks_in / walks_out) or
     compute each anew from its index: the same bits, float32 and float64 -- a four-step's
-    twist and row passes (5000 = 50 x 100 in float64; one block in float32), Bluestein's inverse of 4099 with its chirp
-    table, scale and valid count in the staged store, and one block along a leading axis
-    (staged loads and stores of 3 interleaved 256-point columns). Bluestein's passes load
-    with the valid count and chirp table and store with both and the scale."""
+    twist and row passes (5000 = 50 x 100 in float64; one block in float32), Bluestein's
+    inverse of 4099 with its chirp table, scale and valid count in the staged store, and
+    one block along a leading axis (staged loads and stores of 3 interleaved 256-point
+    columns). Bluestein's passes load with the valid count and chirp table and store with
+    both and the scale."""
     from specux.kernels.codegen import block
     from specux.kernels.fft_exec import Strides, transform_1d
 

@@ -242,3 +242,17 @@ def test_ab_runs_its_variants_on_the_host(ab, capsys):
     assert ab.main(["--variant", "base", "--variant", "bad:specux.nothing_here=1",
                     *common]) == 1  # fmt: skip
     assert "has no attribute 'nothing_here'" in capsys.readouterr().out
+
+
+def test_ab_runs_bench_fft_workloads(ab, capsys):
+    """tools/ab.py takes bench/fft.py's workloads too (at their PERF.md shape): rfft_odd
+    on the host, the four-step switch set in one variant, the same bits in both."""
+    pytest.importorskip("torch")
+    assert ab.main(["--variant", "base", "--variant",
+                    "staged:specux.kernels.plan.INTERLEAVE_COLUMNS=False", "--only",
+                    "rfft_odd", "--rounds", "1", "--device", "cpu", "--warmup", "0",
+                    "--repeats", "1", "--calls", "1"]) == 0  # fmt: skip
+    table = capsys.readouterr().out.split("workload")[1].splitlines()
+    assert [line.split()[:2] for line in table[1:]] == [["rfft_odd", "base"],
+                                                        ["rfft_odd", "staged"]]
+    assert table[2].split()[4] == "same"

@@ -11,12 +11,18 @@ instead of this checkout's) and module attributes to set before anything runs
 runs in a fresh process, in turn, ``--rounds`` times (``base proj base proj``), so that
 the processes alternate on the same GPU and a drift of the machine shows as a drift of the
 base's rows. A process times bench/transforms.py's workloads (``--only``; ``NAME_bwd``
-adds ``sum().backward()``) as CUDA graph replays, specux alone, and saves its results.
+adds ``sum().backward()``) and bench/fft.py's (fft_b, fft_big, fft_prime, rfft_odd at
+PERF.md's shapes, which ``--scale`` leaves alone) as CUDA graph replays, specux alone, and
+saves its results. E.g. the four-step kernels staged against interleaved:
+
+    PYTHONPATH=. python3 tools/ab.py --only fft_big,fft_prime --rounds 2 \\
+        --variant base --variant staged:specux.kernels.plan.INTERLEAVE_COLUMNS=False
 
 The table gives each variant's median of the rounds' times (ms) and, per round, the
 times themselves; ``bits`` says whether its results equal the first variant's, bit for
 bit (outputs, and the gradients of a ``_bwd`` row). Performance claims come from
-bench/transforms.py, whose peers run in the same process; this compares specux with itself.
+bench/transforms.py and bench/fft.py, whose peers run in the same process; this compares
+specux with itself.
 """
 
 from __future__ import annotations
@@ -96,9 +102,13 @@ def _child(args: argparse.Namespace) -> None:
 
 def _time_one(name: str, args: argparse.Namespace) -> tuple[float, tuple]:
     """(median ms, the results) of one workload, specux alone, measured as
-    bench/transforms.py measures it (``_measure``: graph replays on CUDA)."""
+    bench/transforms.py measures it (``_measure``: graph replays on CUDA), or as bench/
+    fft.py does for its workloads."""
+    import fft
     import transforms
 
+    if name in fft.SHAPES:
+        return _time_fft(name, args)
     run, inputs = transforms._runnable(name, args.device, args.scale)
     settings = argparse.Namespace(graph=args.device == "cuda", warmup=args.warmup,
                                   repeats=args.repeats, calls=args.calls)  # fmt: skip
@@ -106,6 +116,20 @@ def _time_one(name: str, args: argparse.Namespace) -> tuple[float, tuple]:
     if res.error is not None:
         raise SystemExit(f"{name}: {res.error}: {res.reason}")
     return res.ms, res.out if isinstance(res.out, tuple) else (res.out,)
+
+
+def _time_fft(name: str, args: argparse.Namespace) -> tuple[float, tuple]:
+    """bench/fft.py's workload ``name`` (its shape, not scaled), timed as that script times
+    it: median_ms of graph replays on CUDA (``graphed``), eager calls on the host."""
+    import fft
+    from timing import graphed, median_ms
+
+    host, ours = fft.workload(name)
+    x = host.to(args.device)
+    out = ours(x)
+    call = graphed(lambda: ours(x)) if args.device == "cuda" else (lambda: ours(x))
+    ms = median_ms(call, args.warmup, args.repeats, args.calls, args.device)
+    return ms, (out,)
 
 
 def _same_bits(a: list, b: list) -> bool:
@@ -164,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", action="append", default=[],
                         help="NAME[@TREE][:module.attr=value;...] (at least two)")
     parser.add_argument("--only", default="mel,mfcc",
-                        help="bench/transforms.py workloads, NAME_bwd for forward + backward")
+                        help="bench/transforms.py workloads (NAME_bwd for forward + "
+                        "backward) and bench/fft.py's")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
