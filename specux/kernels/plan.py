@@ -639,9 +639,22 @@ def interleaves(n: int, precision: str, load: LoadSpec, store: StoreSpec) -> boo
     if radices is None or not block_fits(n, precision):
         return False
     threads = _transform_threads(n, radices)
-    plain = (load.mode in ("complex", "real") and not load.frames and store.value == "complex"
-             and not store.reduce and not store.ola_hop)  # fmt: skip
+    plain = loads_walk(load) and not load.frames and stores_walk(store) and not store.ola_hop
     return plain and (n // radices[-1]) % threads == 0
+
+
+def loads_walk(load: LoadSpec) -> bool:
+    """Whether a kernel's global loads of ``load`` may walk their elements' offsets by
+    constant steps (codegen.block._walk): complex and real loads, not a hermitian load's
+    mirrored elements, which go back."""
+    return load.mode in ("complex", "real")
+
+
+def stores_walk(store: StoreSpec) -> bool:
+    """Whether a kernel's global stores of ``store`` may walk their elements' offsets: the
+    complex values' (a cotangent's factors and a reduce's shared values are indexed by the
+    row and bin instead)."""
+    return store.value == "complex" and not store.reduce
 
 
 def column_block(n: int, sign: int, precision: str, load: LoadSpec, store: StoreSpec,

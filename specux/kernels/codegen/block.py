@@ -25,7 +25,7 @@ import functools
 from specux.kernels.codegen.butterfly import Code, small_dft
 from specux.kernels.codegen.dialects import Dialect
 from specux.kernels.codegen.fft import _REAL, LAYOUT_PARAMS, _storage_type, _types
-from specux.kernels.plan import EXPAND_UNROLLED, USER, BlockSpec
+from specux.kernels.plan import EXPAND_UNROLLED, USER, BlockSpec, loads_walk, stores_walk
 
 BLOCK_NAME = "specux_fft_block"
 # a band of the filterbank tables (transform_exec.bank_tables): its first input, its inputs
@@ -214,18 +214,16 @@ def _load_value(spec: BlockSpec, offset: str) -> list[str]:
 
 
 def walks_in(spec: BlockSpec) -> bool:
-    """Whether the staged loads walk their elements' offsets (:func:`_staged_loads`): all
-    but a hermitian load's, whose mirrored elements go back. (An interleaved kernel's loads
-    always walk: plan.interleaves takes only these.)"""
-    return spec.load.mode in ("complex", "real")
+    """Whether the staged loads walk their elements' offsets (:func:`_staged_loads`;
+    plan.loads_walk, which plan.interleaves asks too: an interleaved kernel's loads always
+    walk)."""
+    return loads_walk(spec.load)
 
 
 def walks_out(spec: BlockSpec) -> bool:
-    """Whether the staged stores walk their elements' offsets (:func:`_staged_store`): the
-    complex values' (a cotangent's factors and a reduce's shared values are indexed by the
-    row and bin instead). (An interleaved kernel's stores always walk: plan.interleaves
-    takes only these.)"""
-    return spec.store.value == "complex" and not spec.store.reduce
+    """Whether the staged stores walk their elements' offsets (:func:`_staged_store`;
+    plan.stores_walk, which plan.interleaves asks too)."""
+    return stores_walk(spec.store)
 
 
 def db_of(factor: str, value: str) -> str:
