@@ -244,12 +244,12 @@ def test_emulated_four_step_twiddles_read_ahead_give_the_same_bits(n, interleave
                                                                    monkeypatch):  # fmt: skip
     """The twist kernel's stores read their twiddles in rounds of block.TWIST_READS before
     storing or one by one as each store needs it (0): the same bits, float32 and float64.
-    Staged (plan.INTERLEAVE_COLUMNS off): 10 stores a thread in rounds of 8 + 2, 16 in two
-    of 8; interleaved: a round a last-stage butterfly, its 5 stores (50-point columns, two
-    butterflies a thread) or its 4 (64-point columns, four)."""
+    Staged (plan.INTERLEAVE_COLUMNS off): 10 stores a thread in rounds of 4 + 4 + 2, 16 in
+    four of 4; interleaved: rounds of a last-stage butterfly's stores, its 5 (50-point
+    columns, two butterflies a thread: 4 + 1) or its 4 (64-point columns, four)."""
     from specux.kernels.codegen import block
 
-    assert block.TWIST_READS == 8
+    assert block.TWIST_READS == 4
     monkeypatch.setattr(plan, "INTERLEAVE_COLUMNS", interleave)
     x = _complex(rng, (2, n))
     got = {}
@@ -259,9 +259,9 @@ def test_emulated_four_step_twiddles_read_ahead_give_the_same_bits(n, interleave
         got[reads] = [emulate.fft_1d(x.astype(dtype), "c2c", n)
                       for dtype in (np.complex64, np.complex128)]  # fmt: skip
     _forget_kernels()
-    for a, b in zip(got[8], got[0]):
+    for a, b in zip(got[4], got[0]):
         np.testing.assert_array_equal(a, b)
-    assert rel_l2(got[8][1], np.fft.fft(x)) <= TOLERANCES["float64"]
+    assert rel_l2(got[4][1], np.fft.fft(x)) <= TOLERANCES["float64"]
 
 
 @pytest.mark.parametrize("case", ["four_step", "bluestein", "strided"])

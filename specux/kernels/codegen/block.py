@@ -571,8 +571,11 @@ def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int =
 # took 193.5 us under ncu on an H100 where the second, with the same transforms and no
 # twist, took 121.2. Eight (16 spilled at the 64-register bound of 1024 threads), on an
 # H100 (`bench/fft.py --graph`, two rounds): fft_big 0.319 -> 0.306-0.308 ms, fft_prime
-# 0.086 -> 0.079-0.080, the same errors.
-TWIST_READS = 8
+# 0.086 -> 0.079-0.080, the same errors. Four since the interleaved stores (H100,
+# `tools/ab.py --rounds 2`, two calls, the same bits): fft_big 0.2868 -> 0.2812-0.2820 ms
+# against 8; 2, 3 and 6 took 0.2822-0.2841, 0 took 0.2941 and 16 0.3301; fft_prime
+# within 1% of 8 at 3, 4 and 6 (2: 0.0747 against 0.0767, in one call).
+TWIST_READS = 4
 
 
 def _walk(spec: BlockSpec, side: str, j0: str = "j0", step: int = 0, p: str = "2") -> list[str]:
