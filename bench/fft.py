@@ -7,9 +7,12 @@ one process; prints ms, the ratio
 (cuFFT time / specux time: above 1 means specux is faster) and each result's relative L2
 error against a float64 reference. ``--graph`` times replays of each call captured in a CUDA
 graph instead: the GPU time alone, without the host's per-call cost (tens of microseconds of
-Python and dispatch, comparable to these kernels' time).
+Python and dispatch, comparable to these kernels' time). ``--bounds`` also times copies of
+fft_big's 2**24 complex64 values with its passes' access patterns (:func:`bound_copies`):
+contiguous, and a 4096 x 4096 matrix read or written in 32-byte pieces 32 KB apart, as a
+four-step pass of 4 columns a block reads and writes them (docs/benchmarks.md).
 
-    python bench/fft.py [--graph]
+    python bench/fft.py [--graph] [--bounds]
 """
 
 from __future__ import annotations
@@ -51,6 +54,26 @@ def _complex(shape, seed=0):
     return torch.complex(torch.randn(shape, generator=g), torch.randn(shape, generator=g))
 
 
+def bound_copies(x: torch.Tensor, y: torch.Tensor, rows: int = 4096,
+                 piece: int = 4) -> dict[str, Callable[[], None]]:
+    """Copies of complex ``x`` into ``y`` (both contiguous, ``rows`` rows of whole ``piece``-
+    element pieces): ``contiguous``; ``strided reads``: x's rows read a piece at a time
+    across the rows (pieces a row apart), y written in order; ``strided writes``: x read in
+    order, y written a piece at a time across its rows. Each moves every element once."""
+    xr, yr = torch.view_as_real(x), torch.view_as_real(y)
+    groups = x.numel() // (rows * piece)
+    if groups * rows * piece != x.numel() or y.shape != x.shape:
+        raise ValueError(f"bound_copies: {x.numel()} values are not {rows} rows of whole "
+                         f"{piece}-value pieces, or y's shape differs")  # fmt: skip
+    matrix = (rows, groups, piece, 2)
+    transposed = (groups, rows, piece, 2)
+    return {
+        "contiguous": lambda: y.copy_(x),
+        "strided reads": lambda: yr.view(transposed).copy_(xr.view(matrix).transpose(0, 1)),
+        "strided writes": lambda: yr.view(matrix).transpose(0, 1).copy_(xr.view(transposed)),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=3)
@@ -61,6 +84,8 @@ def main() -> int:
     parser.add_argument("--autotune", action="store_true",
                         help="specux.autotune(True): each workload's first specux call tunes "
                              "its block kernels (winners stored in the cache folder)")  # fmt: skip
+    parser.add_argument("--bounds", action="store_true",
+                        help="also time copies with fft_big's access patterns")  # fmt: skip
     args = parser.parse_args()
     specux.autotune(args.autotune)
     name = torch.cuda.get_device_name()
@@ -103,6 +128,14 @@ def main() -> int:
               f"{theirs_err:>10s}")  # fmt: skip
         del x
         torch.cuda.empty_cache()
+    if args.bounds:
+        x = _complex(SHAPES["fft_big"][0]).cuda()
+        y = torch.empty_like(x)
+        moved = 2 * x.numel() * x.element_size()  # read and written once
+        print(f"copies of fft_big's {x.numel()} values (its passes' access patterns):")
+        for label, fn in bound_copies(x, y).items():
+            ms = median_ms(timed(fn), args.warmup, args.repeat, args.calls)
+            print(f"  {label:16s} {ms:8.3f} ms  {moved / ms / 1e9:5.2f} TB/s")
     return 0
 
 

@@ -117,6 +117,30 @@ def test_fft_bench_workloads_are_perfs(monkeypatch):
     assert list(fft.SHAPES) == list(expect)
 
 
+def test_fft_bench_bound_copies_move_every_value_once(monkeypatch):
+    """bench/fft.py --bounds' copies (on the host, a small matrix): the strided reads take
+    x's pieces column by column into consecutive places of y, the strided writes the
+    reverse; each is a permutation of x; a size that is no whole matrix is refused."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.syspath_prepend(str(_PATH.parents[1] / "bench"))
+    import fft
+
+    rows, groups, piece = 3, 5, 2
+    x = torch.complex(torch.arange(30.0), -torch.arange(30.0))
+    pieces = x.view(rows, groups, piece)
+    expect = {"contiguous": x,
+              "strided reads": pieces.transpose(0, 1).reshape(-1),
+              # y's piece (r, g) is x's piece g * rows + r
+              "strided writes": x.view(groups, rows, piece).transpose(0, 1).reshape(-1)}
+    for label, copy in fft.bound_copies(x, y := torch.zeros_like(x), rows, piece).items():
+        y.zero_()
+        copy()
+        assert torch.equal(y, expect[label]), label
+        assert torch.equal(torch.sort(y.real).values, x.real), label
+    with pytest.raises(ValueError, match="whole 4-value pieces"):
+        fft.bound_copies(x, x.clone(), 4, 4)
+
+
 def test_unknown_workload_is_refused():
     with pytest.raises(SystemExit):
         ncu_regions.main(["run", "nope", "out"])
