@@ -246,7 +246,8 @@ def test_emulated_four_step_twiddles_read_ahead_give_the_same_bits(n, interleave
     storing or one by one as each store needs it (0): the same bits, float32 and float64.
     Staged (plan.INTERLEAVE_COLUMNS off): 10 stores a thread in rounds of 4 + 4 + 2, 16 in
     four of 4; interleaved: rounds of a last-stage butterfly's stores, its 5 (50-point
-    columns, two butterflies a thread: 4 + 1) or its 4 (64-point columns, four)."""
+    columns, two butterflies a thread: 4 + 1) or its 4 (64-point columns, four: 2 + 2,
+    half of a butterfly that one round would hold whole)."""
     from specux.kernels.codegen import block
 
     assert block.TWIST_READS == 4
@@ -366,6 +367,32 @@ def test_interleaved_column_kernels():
     assert not rows.interleave and rows.store_staged
     with pytest.raises(ValueError, match="interleaved"):
         plan.block(84, -1, "float32", load, store, split=True, interleave=True)
+
+
+@pytest.mark.parametrize("n, rounds", [(4096, [4, 4, 4, 4]), (1024, [2, 2]),
+                                       (2048, [4, 4])])  # fmt: skip
+def test_interleaved_twist_stores_read_in_rounds(n, rounds):
+    """A twist kernel's last-stage butterfly (radix 16, 4, 8) reads its twiddles in rounds
+    of TWIST_READS before their stores, or of half the butterfly where one round would
+    hold it whole (radix 4)."""
+    from specux.kernels.codegen import block
+    from specux.kernels.codegen.dialects import CUDA
+    from specux.kernels.codegen.kernels import render
+
+    spec = plan.column_block(n, -1, "float32", plan.LoadSpec(), plan.StoreSpec(), twist=True)
+    assert spec.interleave and spec.radices[-1] == sum(rounds) and block.TWIST_READS == 4
+    text = render(spec, CUDA)[0]
+    first = text.index("= twisted(")  # the first butterfly's stores
+    found, reads = [], 0
+    for line in text[first:].splitlines():
+        if "= twisted(" in line:
+            reads += 1
+        elif "store_at(" in line and reads:
+            found.append(reads)
+            reads = 0
+        if len(found) == len(rounds):
+            break
+    assert found == rounds
 
 
 def test_three_step_split():

@@ -676,9 +676,16 @@ def _interleaved_stores(spec: BlockSpec, m: int, quarter: int, radix: int) -> li
     outputs v{m}_q, points i + q quarter of its own column, to global memory: their offsets
     walk (:func:`_walk`); a twist kernel's twiddles W^(c (t + r threads)), r = m + q quarter
     / threads (``interleaves``: threads divides quarter), read in rounds of TWIST_READS
-    before their stores, as the staged store's (:data:`TWIST_READS`)."""
+    before their stores, as the staged store's (:data:`TWIST_READS`) -- or of half the
+    butterfly's stores where one round would hold all of them, from radix 4 up, so that
+    the second half's reads overlap the first half's stores. H100, `tools/ab.py --rounds 3`,
+    the same bits: fft_prime, whose twist kernel's last stage is radix 4 (1024-point
+    columns), 0.0752 -> 0.0732 ms with rounds of 2 instead of 4; fft_big's radix 16 kept
+    rounds of 4 (2: 0.2827 -> 0.2841)."""
     lines = _walk(spec, "out", "i", quarter, "")
     group = min(radix, TWIST_READS) if spec.twist and TWIST_READS else 1
+    if spec.twist and 4 <= radix <= group:
+        group = radix // 2
     for q0 in range(0, radix, group):
         round_ = range(q0, min(radix, q0 + group))
         if spec.twist:
