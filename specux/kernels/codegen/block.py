@@ -574,7 +574,8 @@ def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int =
 # 0.086 -> 0.079-0.080, the same errors. Four since the interleaved stores (H100,
 # `tools/ab.py --rounds 2`, two calls, the same bits): fft_big 0.2868 -> 0.2812-0.2820 ms
 # against 8; 2, 3 and 6 took 0.2822-0.2841, 0 took 0.2941 and 16 0.3301; fft_prime
-# within 1% of 8 at 3, 4 and 6 (2: 0.0747 against 0.0767, in one call).
+# within 1% of 8 at 3, 4 and 6 (2: 0.0747 against 0.0767, in one call; its radix-4 last
+# stage now reads in rounds of 2: _interleaved_stores).
 TWIST_READS = 4
 
 
@@ -680,8 +681,8 @@ def _interleaved_stores(spec: BlockSpec, m: int, quarter: int, radix: int) -> li
     butterfly's stores where one round would hold all of them, from radix 4 up, so that
     the second half's reads overlap the first half's stores. H100, `tools/ab.py --rounds 3`,
     the same bits: fft_prime, whose twist kernel's last stage is radix 4 (1024-point
-    columns), 0.0752 -> 0.0732 ms with rounds of 2 instead of 4; fft_big's radix 16 kept
-    rounds of 4 (2: 0.2827 -> 0.2841)."""
+    columns), 0.0752 -> 0.0732 ms with rounds of 2 instead of 4 (H200: 0.0692 -> 0.0681);
+    fft_big's radix 16 kept rounds of 4 (2: 0.2827 -> 0.2841)."""
     lines = _walk(spec, "out", "i", quarter, "")
     group = min(radix, TWIST_READS) if spec.twist and TWIST_READS else 1
     if spec.twist and 4 <= radix <= group:
