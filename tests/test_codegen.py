@@ -710,6 +710,21 @@ def _families():
                                      src_strides=strides, dst_strides=strides,
                                      use_blocks=use_blocks)  # fmt: skip
     _transform_families(recorder)
+    # the filterbank reduce's values in the transforms' own slots (plan.REDUCE_IN_SLOT, a
+    # switch): mel's kernel in each storage, power and dB, and magnitude and pow values
+    in_slot, plan.REDUCE_IN_SLOT = plan.REDUCE_IN_SLOT, True
+    try:
+        for storage, value, reduce in (("float32", "power", "bank"),
+                                       ("float32", "power", "bank_db"),
+                                       ("float16", "power", "bank"), ("bfloat16", "pow", "bank"),
+                                       ("float64", "magnitude", "bank")):  # fmt: skip
+            precision = "float64" if storage == "float64" else "float32"
+            load = plan.LoadSpec(plan.USER, "real", storage, frames="indexed", window=True)
+            store = plan.StoreSpec(plan.USER, "half", storage, logical=1024, value=value,
+                                   reduce=reduce, bins=513, bands=80)  # fmt: skip
+            recorder.specs.add(plan.block(512, -1, precision, load, store, pack="r2c"))
+    finally:
+        plan.REDUCE_IN_SLOT = in_slot
     return sorted({source_key(spec) for spec in recorder.specs}, key=repr)
 
 
@@ -847,6 +862,7 @@ def test_every_kernel_family_compiles_with_nvrtc():
     assert {spec.store.value for spec in blocks} == {"complex", "magnitude", "power", "db", "pow",
                                                      "cotangent", "adjoint", "convolve"}
     assert {spec.store.reduce for spec in blocks} == {"", "bank", "bank_db"}
+    assert any(spec.reduce_in_slot and spec.store.reduce == "bank_db" for spec in blocks)
     assert {spec.store.expand for spec in blocks} == {0, 2, plan.EXPAND_UNROLLED + 1}
     assert any(spec.store.ola_hop and spec.load_staged for spec in blocks)
     assert any(spec.store.ola_hop and spec.unit_in for spec in blocks)

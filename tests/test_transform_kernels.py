@@ -4,6 +4,8 @@ host emulation on numpy buffers and are compared with the CPU backend."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from tolerances import TOLERANCES
@@ -823,6 +825,79 @@ def test_fused_reduce_groups(n_fft, hop, frames, n_bands, rng):
             assert np.max(np.abs(value - ref)) <= TOLERANCES["db_abs32"]
         else:
             assert _peak_error(value, ref) <= TOLERANCES["float32_peak"]
+
+
+# n_fft of the fused reduce's untangled last stages: 16 (one radix-8 stage), 36 (9 x 2:
+# slot 0 alone, s odd; a partial pass of slots), 40 (10 x 2: s even, partial), 128 (16 x 4)
+# and the mel workload's 1024 (16 x 16 x 2)
+IN_SLOT_CASES = [16, 36, 40, 128, 1024]
+
+
+@pytest.mark.parametrize("n_fft", IN_SLOT_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_emulated_reduce_in_slot_gives_the_same_bits(n_fft, dtype, monkeypatch, rng):
+    """plan.REDUCE_IN_SLOT: the fused filterbank stft's reduce values in each transform's
+    own slot (held in registers until the last stage's reads are done) give the same bits
+    as in an area of their own -- power, its dB, magnitude and a power of 1.5, float32 and
+    float64 -- and a block then takes no shared memory for them. The bank's bands cover
+    every bin, DC and Nyquist too (slot 0's values, stored under their own condition)."""
+    from specux.kernels import tuning
+
+    def forget():  # the programs planned and kernels built under the other setting
+        tuning._clear_plans()
+        emulate.entry.cache_clear()
+        emulate._entry_for_key.cache_clear()
+
+    precision = np.dtype(dtype).name
+    hop, n_bands = max(1, n_fft // 4), 6
+    p = _params(n_fft, hop, True, "reflect")
+    x = rng.standard_normal((2, 3 * n_fft + 5)).astype(dtype)
+    bank = np.zeros((n_bands, p.n_freq))
+    edges = np.linspace(0, p.n_freq, n_bands + 1).astype(int)
+    for m in range(n_bands):  # overlapping bands over every bin
+        start, stop = max(0, edges[m] - 1), min(p.n_freq, edges[m + 1] + 1)
+        bank[m, start:stop] = rng.uniform(0.1, 1.0, stop - start)
+    sparse = filters.sparse_bank(bank)
+    bands, weights = transform_exec.bank_tables(sparse.starts, sparse.stops,
+                                                sparse.weights.astype(dtype))  # fmt: skip
+    window = np.array(cpu_stft.full_window(p, None, dtype))
+    count = 1 + (x.shape[-1] + 2 * p.pad - n_fft) // hop
+    load = plan.LoadSpec(plan.USER, "real", precision, frames="reflect", window=True)
+    store = plan.StoreSpec(plan.USER, "half", precision, logical=n_fft, value="power",
+                           reduce="bank", bins=p.n_freq, bands=n_bands)  # fmt: skip
+    got = {}
+    for in_slot in (False, True):
+        monkeypatch.setattr(plan, "REDUCE_IN_SLOT", in_slot)
+        forget()
+        spec = plan.block(n_fft // 2, -1, precision, load, store, pack="r2c")
+        assert spec.reduce_in_slot == in_slot
+        assert spec.shared_bytes == spec.per_block * (plan.skewed(n_fft // 2, precision)
+                                                      + spec.slot_extra) * 2 * x.itemsize + (
+            0 if in_slot else spec.per_block * p.n_freq * x.itemsize)  # fmt: skip
+        got[in_slot] = []
+        for value, power, db in (("power", 2.0, None), ("power", 2.0, 10.0),
+                                 ("magnitude", 1.0, None), ("pow", 1.5, None)):  # fmt: skip
+            out = np.zeros((2, count, n_bands), dtype)
+            transform_exec.stft(emulate.HostBackend(), x, out, window, signals=2,
+                                sig_len=x.shape[-1], n_fft=n_fft, hop=hop, pad=p.pad,
+                                mode="reflect", onesided=True, value=value, eps=1e-10,
+                                scale=1.0, precision=precision, src_storage=precision,
+                                dst_storage=precision,
+                                bank=transform_exec.BankReduce(n_bands, power, db),
+                                bands=bands, weights=weights, exponent=power)  # fmt: skip
+            got[in_slot].append(out)
+    forget()
+    for a, b in zip(got[False], got[True]):
+        np.testing.assert_array_equal(a, b)
+    from specux.kernels.codegen.block import render_block
+    from specux.kernels.codegen.dialects import CUDA
+
+    with pytest.raises(ValueError, match="untangles in registers"):  # the exchange path
+        render_block(dataclasses.replace(spec, store=plan.StoreSpec()), CUDA)
+    ref = cpu_features.bank_spectrogram(x.astype(np.float64), None, p, 2.0, bank, "power",
+                                        1e-10)  # fmt: skip
+    bound = TOLERANCES["float32_peak" if dtype == np.float32 else "float64"]
+    assert _peak_error(got[True][0].swapaxes(-1, -2), ref) <= bound
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ Rendering a plan with a dialect gives source text (codegen/); the plan is the ca
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -447,6 +448,9 @@ class BlockSpec:
     # last stores straight from and to global memory, a warp reaching per_block adjacent
     # columns a request (a four-step pass: ``interleaves``), with no staged transfers
     interleave: bool = False
+    # the filterbank reduce's values (StoreSpec.reduce) in each transform's own slot, after
+    # its last stage's reads, instead of an area of their own (REDUCE_IN_SLOT)
+    reduce_in_slot: bool = False
 
     @property
     def shift(self) -> int:
@@ -496,7 +500,22 @@ class BlockSpec:
 
     @property
     def shared_bytes(self) -> int:
-        return self.per_block * _slot_bytes(self.slot_size, self.precision, self.store.bins)
+        bins = 0 if self.reduce_in_slot else self.store.bins
+        return self.per_block * _slot_bytes(self.slot_size, self.precision, bins)
+
+    @property
+    def reduce_stride(self) -> int:
+        """The distance, in real values, between consecutive transforms' reduce values in
+        shared memory: ``store.bins`` (an area after the slots), or in their own slots
+        (``reduce_in_slot``) a slot's real values, plus one where the last transform's
+        values still fit its slot so, transform s's then starting s values into its slot
+        (consecutive transforms' bins in consecutive banks where a slot is a multiple of 32
+        values, as with bins 513 after the slots). A slot holds at least 2 n real values,
+        the n + 1 bins' and more."""
+        if not self.reduce_in_slot:
+            return self.store.bins
+        room = 2 * self.slot_size
+        return room + 1 if self.per_block - 1 + self.store.bins <= room else room
 
     @property
     def min_blocks(self) -> int:
@@ -534,6 +553,46 @@ class BlockSpec:
         if plain and radix_16 and self.n <= 1024 and self.block_threads <= 256:
             return max(1, 1024 // self.block_threads)
         return 1
+
+
+# The store values whose r2c kernel runs an inverse transform after a pointwise step
+# (codegen.block._adjoint): the |stft| ** power backward's adjoint and the overlap-save
+# convolution.
+INVERSE_VALUES = ("adjoint", "convolve")
+
+
+def untangle_slots(spec: BlockSpec) -> int:
+    """How many butterfly pairs the last stage of an r2c kernel has when it untangles in
+    registers (codegen.block._untangled_last_stage), or 0 when it does not: packed real
+    transforms (``pack`` r2c) whose last stage has at least one pair per thread. With fewer
+    (the last radix as wide as the first: 256 = 16 x 16), half the threads would idle in
+    the last stage, and the kernel keeps the exchange through shared memory. The fused
+    adjoint and convolution (StoreSpec.value ``adjoint``, ``convolve``) keep it too: their
+    inverse transform follows in the kernel (codegen.block._adjoint)."""
+    if spec.pack != "r2c" or spec.store_staged or spec.store.value in INVERSE_VALUES:
+        return 0
+    s = spec.n // (spec.radices or (1,))[-1]  # the last stage's butterflies
+    slots = s // 2 if s % 2 == 0 else (s + 1) // 2
+    return slots if slots >= spec.threads else 0
+
+
+# A filterbank reduce's values (StoreSpec.reduce: |X| ** power of each bin) in each
+# transform's own slot of shared memory (BlockSpec.reduce_in_slot) where the last stage
+# untangles in registers (untangle_slots): that stage holds the values in registers until
+# every thread of the transform has read the slot, then writes them into it (the same
+# bits), and a block needs no area of its own for them. mel's kernel (n_fft 1024, 4 frames
+# a block): 25.6 -> 17.4 KB of shared memory a block, so an SM holds 9 blocks instead of 8
+# at its 56 registers (NVRTC 13, sm_90; its register count unchanged). Off: not yet timed.
+REDUCE_IN_SLOT = False
+
+
+def _reduces_in_slot(spec: BlockSpec) -> bool:
+    """Whether ``spec``'s reduce values go into its transforms' own slots (REDUCE_IN_SLOT):
+    a reduce of the bins' powers whose last stage untangles in registers (the values of a
+    stored table need their bin, which codegen.block._store_lambda's reduce_value has not)."""
+    if not (REDUCE_IN_SLOT and spec.store.reduce and untangle_slots(spec)):
+        return False
+    return not spec.store.table and spec.store.value in ("power", "magnitude", "db", "pow")
 
 
 def _slot_bytes(points: int, precision: str, bins: int) -> int:
@@ -620,9 +679,12 @@ def block(
         extra = staged_layout(n, radices, threads, per_block, precision)
     elif not interleave:
         shift, extra = shared_layout(n, radices, threads, per_block, precision)
-    return tuned(BlockSpec(n, radices, sign, precision, threads, per_block, load, store,
-                           load_staged, store_staged, pack, split, twist, unit_in, unit_out,
-                           shift, extra, interleave=interleave))  # fmt: skip
+    spec = BlockSpec(n, radices, sign, precision, threads, per_block, load, store, load_staged,
+                     store_staged, pack, split, twist, unit_in, unit_out, shift, extra,
+                     interleave=interleave)  # fmt: skip
+    if _reduces_in_slot(spec):
+        spec = dataclasses.replace(spec, reduce_in_slot=True)
+    return tuned(spec)
 
 
 # The four-step passes run interleaved block kernels (``BlockSpec.interleave``) where they

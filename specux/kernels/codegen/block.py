@@ -25,7 +25,15 @@ import functools
 from specux.kernels.codegen.butterfly import Code, small_dft
 from specux.kernels.codegen.dialects import Dialect
 from specux.kernels.codegen.fft import _REAL, LAYOUT_PARAMS, _storage_type, _types
-from specux.kernels.plan import EXPAND_UNROLLED, USER, BlockSpec, loads_walk, stores_walk
+from specux.kernels.plan import (
+    EXPAND_UNROLLED,
+    INVERSE_VALUES,
+    USER,
+    BlockSpec,
+    loads_walk,
+    stores_walk,
+    untangle_slots,
+)
 
 BLOCK_NAME = "specux_fft_block"
 # a band of the filterbank tables (transform_exec.bank_tables): its first input, its inputs
@@ -237,7 +245,7 @@ def db_of(factor: str, value: str) -> str:
 def _store_lambda(spec: BlockSpec) -> str:
     store = spec.store
     value = store.value
-    if value in _INVERSE_VALUES:
+    if value in INVERSE_VALUES:
         return _adjoint_store_lambda(spec)
     out_t = _storage_type(store.storage, store.mode if value in _COMPLEX_VALUES else "real")
     lines = [  # element g + o of the row at base (o: a constant offset, _final_store)
@@ -265,7 +273,27 @@ def _store_lambda(spec: BlockSpec) -> str:
             "db": db_of("(real_t)10", "power"),
             "pow": "pow(power, (real_t)(0.5 * exponent))",
         }[value]
-    if store.reduce:
+    if store.reduce and spec.reduce_in_slot:
+        # The last stage holds each bin's value (reduce_value) until the slot's reads are
+        # done, then writes it (store_value: _untangled_last_stage). The value's lines take
+        # v alone (a scale; plan gives no stored table or cotangent a slot); the bounds
+        # checks go with the position.
+        steps = [line for line in lines[3:] if "return" not in line]
+        checks = [line for line in lines[3:] if "return" in line]
+        lines = [
+            "    auto reduce_value = [&](cpx v) -> real_t {",
+            *steps,
+            f"        return {result};",
+            "    };",
+            "    auto store_value = [&](long long base, long long g, real_t value, int o) {",
+            "        const long long at = g + o;",
+            *checks,
+            f"        {target} = value;",
+            "    };",
+            "    auto store = [&](long long base, long long g, cpx v, int o) {",
+            "        store_value(base, g, reduce_value(v), o);",
+        ]
+    elif store.reduce:
         lines.append(f"        {target} = {result};")
     else:
         lines.append(f"        put(&{target}, {result});")
@@ -297,8 +325,6 @@ def _store_checks(spec: BlockSpec) -> list[str]:
 
 
 _COMPLEX_VALUES = ("complex", "cotangent")
-# the values whose r2c kernel runs the inverse transform after a pointwise step (_adjoint)
-_INVERSE_VALUES = ("adjoint", "convolve")
 
 
 def _out_element(spec: BlockSpec, row: str) -> str:
@@ -501,7 +527,7 @@ def _slot(prefix: str, slot: str, spec: BlockSpec) -> list[str]:
     # With a reduce, out_base is the slot's values in shared memory (the reduce finds the
     # output rows of the block's transforms itself).
     if spec.store.reduce:
-        lines.append(f"    const long long out_base{p} = (long long){slot} * {spec.store.bins};")
+        lines.append(f"    const long long out_base{p} = (long long){slot} * {spec.reduce_stride};")
     else:
         lines.append(
             f"    const long long out_base{p} = live{p} ? row_base(u{p}, out_inner, "
@@ -766,21 +792,6 @@ def _butterfly(spec: BlockSpec, index: int, stride: int, tag: str,
     return code, small_dft(inputs, spec.sign, code)
 
 
-def untangle_slots(spec: BlockSpec) -> int:
-    """How many butterfly pairs the last stage of an r2c kernel has when it untangles in
-    registers (:func:`_untangled_last_stage`), or 0 when it does not: packed real
-    transforms (``pack`` r2c) whose last stage has at least one pair per thread. With fewer
-    (the last radix as wide as the first: 256 = 16 x 16), half the threads would idle in
-    the last stage, and the kernel keeps the exchange through shared memory. The fused
-    adjoint and convolution (StoreSpec.value ``adjoint``, ``convolve``) keep it too: their
-    inverse transform follows in the kernel (:func:`_adjoint`)."""
-    if spec.pack != "r2c" or spec.store_staged or spec.store.value in _INVERSE_VALUES:
-        return 0
-    s = spec.n // (spec.radices or (1,))[-1]  # the last stage's butterflies
-    slots = s // 2 if s % 2 == 0 else (s + 1) // 2
-    return slots if slots >= spec.threads else 0
-
-
 def _untangle_lines(root: str = "tw(bin, 0)") -> tuple[str, ...]:
     """X[bin] (``x``) of the 2n-point half spectrum from ``za`` = Z[bin mod n] and ``zb`` =
     Z[(n - bin) mod n] of the n-point transform Z of the packed samples:
@@ -807,20 +818,52 @@ def _tangle_lines(root: str = "tw(k, 0)") -> tuple[str, ...]:
 
 
 def _untangle(spec: BlockSpec, k: str, za: str, zb: str, offset: int = 0,
-              root: str = "") -> list[str]:  # fmt: skip
+              root: str = "", held: _Held | None = None, guard: str = "") -> list[str]:  # fmt: skip
     """Bin ``k + offset`` of the 2n-point half spectrum (:func:`_untangle_lines`), stored (its
     root ``root``, else read at the constant ``offset`` from row ``k``: the rows of a
-    thread's bins are shared)."""
+    thread's bins are shared), or its reduce value kept in a register of ``held`` (stored
+    later where ``guard`` holds: :func:`_untangled_last_stage`)."""
     bin_ = f"{k} + {offset}" if offset else k
     root = root or f"tw({k}, {offset})"
+    if held is None:
+        stores = [f"    if (live) {stmt}" for stmt in _final_store(spec, k, "x", offset=offset)]
+    else:
+        stores = [f"    {held.keep(k, offset, guard)} = reduce_value(x);"]
     return [
         "{",
         f"    const int bin = {bin_};",
         f"    const cpx za = {za}, zb = {zb};",
         *[f"    {line}" for line in _untangle_lines(root)],
-        *[f"    if (live) {stmt}" for stmt in _final_store(spec, k, "x", offset=offset)],
+        *stores,
         "}",
     ]
+
+
+class _Held:
+    """The reduce values an untangled last stage keeps in registers (BlockSpec.reduce_in_slot)
+    until its slot's reads are done: per butterfly slot ``m`` of the thread, each value's
+    register, bin (``k``, ``offset``) and the condition under which it was computed."""
+
+    def __init__(self) -> None:
+        self.values: list[tuple[int, str, str, int, str]] = []
+        self.m = 0
+
+    def keep(self, k: str, offset: int, guard: str) -> str:
+        name = f"h{len(self.values)}"
+        self.values.append((self.m, name, k, offset, guard))
+        return name
+
+    def declaration(self) -> str:
+        return "    real_t " + ", ".join(f"{v[1]} = 0" for v in self.values) + ";"
+
+    def stores(self, spec: BlockSpec, m: int) -> list[str]:
+        """Slot m's values into the slot's reduce values (``store_value``)."""
+        lines = []
+        for _, name, k, offset, guard in (v for v in self.values if v[0] == m):
+            cond = f"live && {guard}" if guard else "live"
+            for stmt in _final_store(spec, k, name, offset=offset):
+                lines.append(f"        if ({cond}) {stmt.replace('store(', 'store_value(', 1)}")
+        return lines
 
 
 def _held_butterfly(spec: BlockSpec, index: int, stride: int, tag: str, i: str,
@@ -854,7 +897,8 @@ def _derived_root(spec: BlockSpec, bin_: int, mirrored: bool) -> str:
     return _turned("wp", -spec.sign * (bin_ // (n // 2)), mirrored)
 
 
-def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]:
+def _untangled_last_stage(spec: BlockSpec, index: int, stride: int,
+                          local: str = "") -> list[str]:  # fmt: skip
     """The last stage of an r2c kernel with the untangling done in registers: slot p holds
     butterflies A = p and B = s - p (s: the stage's butterfly count; slot 0 holds 0 and,
     for an even s, s / 2), whose outputs A + q s and B + (r - 1 - q) s are each other's
@@ -864,7 +908,11 @@ def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]
     The arithmetic is the exchange path's, so the bits are the same. Of a slot's roots,
     W^p is read and those of the bins p + j n / 2 and j n / 2 - p are turned from it
     (:func:`_derived_root`; all four of a radix-2 last stage), the same values as the
-    table's."""
+    table's.
+
+    With the reduce's values in the slot (BlockSpec.reduce_in_slot), every bin's value
+    waits in a register (:class:`_Held`) until ``local``, the barrier after the stage's
+    last reads of the slot, then goes into it."""
     n, threads = spec.n, spec.threads
     radix = (spec.radices or (1,))[index]
     s = n // radix
@@ -873,9 +921,16 @@ def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]
     reps = -(-slots // threads)
     a = [f"a{q}" for q in range(radix)]
     b = [f"b{q}" for q in range(radix)]
+    held = _Held() if spec.reduce_in_slot else None
+    if held is not None and not (spec.store.reduce and local):
+        raise ValueError("reduce values in the slot need a reduce and the stage's barrier")
     lines = [f"    {{  // stage {index}: radix {radix}, stride {stride}, untangled in registers"]
+    conds = []
     for m in range(reps):
         cond = "" if slots % threads == 0 or m < reps - 1 else f"if (t + {m * threads} < {slots}) "
+        conds.append(cond)
+        if held is not None:
+            held.m = m
         lines.append(f"    {cond}{{")
         lines.append(f"        const int p = t + {m * threads};")
         lines.append(f"        cpx {', '.join(a + b)};")
@@ -902,10 +957,12 @@ def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]
         if any(roots_a + roots_b):
             lines.append("        const cpx wp = tw(p, 0);  // W^p: the roots it turns into")
         body_pair = []  # p >= 1: A + q s mirrors B + (r - 1 - q) s
-        for q in range(radix):
-            body_pair += _untangle(spec, "p", a[q], b[radix - 1 - q], q * s, roots_a[q])
+        apart = "p != 0" if m == 0 and s % 2 else ""  # (the else of slot 0's branch below)
+        for q in range(radix) if m or s % 2 else ():  # (slot 0's own form below: s even)
+            body_pair += _untangle(spec, "p", a[q], b[radix - 1 - q], q * s, roots_a[q],
+                                   held, apart)  # fmt: skip
             body_pair += _untangle(spec, f"{s} - p", b[q], a[radix - 1 - q], q * s,
-                                   roots_b[q])  # fmt: skip
+                                   roots_b[q], held, apart)  # fmt: skip
         if m == 0 and s % 2 == 0:
             # Slot 0 in the same instructions (a branch of its own would diverge: its warp
             # would issue both bodies): its mirrors are chosen by selects, B's row is s / 2,
@@ -916,18 +973,20 @@ def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]
                 mirror_b = f"(p == 0 ? {b[radix - 1 - q]} : {a[radix - 1 - q]})"
                 # B's row s / 2 of slot 0 is no mirror of p = 0: its root read
                 root_b = roots_b[q] and f"(p == 0 ? tw(row, {q * s}) : {roots_b[q]})"
-                lines += [f"        {line}" for line in _untangle(spec, "p", a[q], mirror_a,
-                                                                   q * s, roots_a[q])]  # fmt: skip
-                lines += [f"        {line}" for line in _untangle(spec, "row", b[q], mirror_b,
-                                                                   q * s, root_b)]  # fmt: skip
+                both = (_untangle(spec, "p", a[q], mirror_a, q * s, roots_a[q], held)
+                        + _untangle(spec, "row", b[q], mirror_b, q * s, root_b, held))  # fmt: skip
+                lines += [f"        {line}" for line in both]
             lines.append("        if (p == 0) {")
-            lines += [f"            {line}" for line in _untangle(spec, f"{n}", a[0], a[0])]
+            nyquist = _untangle(spec, f"{n}", a[0], a[0], held=held, guard="p == 0")
+            lines += [f"            {line}" for line in nyquist]
             lines.append("        }")
         elif m == 0:  # only thread 0's first slot is slot 0
             body_zero = []  # A = 0: q s mirrors (r - q) s; B = s / 2: mirrors within B
             for q in range(radix):
-                body_zero += _untangle(spec, f"{q * s}", a[q], a[(radix - q) % radix])
-            body_zero += _untangle(spec, f"{n}", a[0], a[0])  # the Nyquist bin
+                body_zero += _untangle(spec, f"{q * s}", a[q], a[(radix - q) % radix],
+                                       held=held, guard="p == 0")  # fmt: skip
+            body_zero += _untangle(spec, f"{n}", a[0], a[0], held=held,
+                                   guard="p == 0")  # the Nyquist bin
             lines.append("        if (p == 0) {")
             lines += [f"            {line}" for line in body_zero]
             lines.append("        } else {")
@@ -936,6 +995,16 @@ def _untangled_last_stage(spec: BlockSpec, index: int, stride: int) -> list[str]
         else:
             lines += [f"        {line}" for line in body_pair]
         lines.append("    }")
+    if held is not None:  # every read of the slot done: the values go into it
+        lines.insert(1, held.declaration())
+        lines.append(f"    {local}  // every read of the slot is done: its values go into it")
+        for m in range(reps):
+            lines.append(f"    {conds[m]}{{")
+            lines.append(f"        const int p = t + {m * threads};")
+            if m == 0 and s % 2 == 0:
+                lines.append(f"        const int row = p == 0 ? {s // 2} : {s} - p;  // B's")
+            lines += held.stores(spec, m)
+            lines.append("    }")
     lines.append("    }")
     return lines
 
@@ -974,7 +1043,7 @@ def _stages(spec: BlockSpec, barrier: str, local: str = "") -> list[str]:
     for index, radix in enumerate(radices):
         first, last = index == 0, index == len(radices) - 1
         if last and untangle_slots(spec):
-            return lines + _untangled_last_stage(spec, index, stride)
+            return lines + _untangled_last_stage(spec, index, stride, local)
         quarter = n // radix
         reps = -(-quarter // threads)
         exact = quarter % threads == 0
@@ -1188,7 +1257,7 @@ def _reduce(spec: BlockSpec, barrier: str) -> list[str]:
     out_t = _storage_type(spec.store.storage, "real")
     frames = reduce_frames(spec.per_block)
     groups = spec.per_block // frames
-    stride = spec.store.bins  # between the slots' values in pw
+    stride = spec.reduce_stride  # between the transforms' values in pw
     n_bands = spec.store.bands
     if n_bands < 1:
         raise ValueError(f"a filterbank reduce needs its band count (store.bands), got {n_bands}")
@@ -1351,6 +1420,9 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
     per block, ``ceil(batch / spec.per_block)`` blocks."""
     spec = block_source_key(spec)
     n, threads, per_block = spec.n, spec.threads, spec.per_block
+    if spec.reduce_in_slot and not (spec.store.reduce and untangle_slots(spec)):
+        raise ValueError("reduce values in the slot need a reduce whose last stage untangles "
+                         "in registers (plan.untangle_slots)")  # fmt: skip
     skew = f"j + (j >> {spec.shift})"
     if spec.interleave:  # the block's transforms' points alternate (BlockSpec.interleave)
         skew = f"({skew}) * {per_block}"
@@ -1360,6 +1432,8 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
     conj = "" if spec.sign < 0 else " w.im = -w.im;"
     body = [
         "    cpx* const smem = (cpx*)specux_shared;",
+        "    real_t* const pw = (real_t*)smem;  // the reduce's values: in the slots"
+        if spec.reduce_in_slot else
         f"    real_t* const pw = (real_t*)(smem + {per_block * spec.slot_size});",
         "    const cpx* const tw_table = (const cpx*)twiddles;",
         # root k + offset: the row k shared by a butterfly's roots, offset a constant
@@ -1437,7 +1511,7 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
         body.append(f"    for (int r = 0; r < {transfers}; ++r) {{")
         body += _staged_store(spec, "twisted(r)" if spec.twist else "", "")
         body.append("    }")
-    if spec.store.value in _INVERSE_VALUES:
+    if spec.store.value in INVERSE_VALUES:
         body += _adjoint(spec, dialect)
     elif spec.pack == "r2c" and not untangle_slots(spec):
         # bins k = 0 .. n from the transform in shared memory (Z[n] is Z[0])
