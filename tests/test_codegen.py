@@ -267,7 +267,7 @@ def test_emulated_four_step_twiddles_read_ahead_give_the_same_bits(n, interleave
 
 @pytest.mark.parametrize("case", ["four_step", "bluestein", "strided"])
 def test_emulated_staged_walks_give_the_same_bits(case, monkeypatch):
-    """The staged transfers walk their elements' offsets (block.walks_in / walks_out) or
+    """The staged transfers walk their elements' offsets (plan.loads_walk / stores_walk) or
     compute each anew from its index: the same bits, float32 and float64 -- a four-step's
     twist and row passes (5000 = 50 x 100 in float64; one block in float32), Bluestein's
     inverse of 4099 with its chirp table, scale and valid count in the staged store, and
@@ -295,14 +295,14 @@ def test_emulated_staged_walks_give_the_same_bits(case, monkeypatch):
         ref = np.fft.fft(x) if sign < 0 else np.fft.ifft(x.astype(np.complex128))
         return emulate.fft_1d(x, "c2c", n, sign=sign, scale=scale), ref
 
-    assert block.walks_in(plan.block(64, -1, "float32", plan.LoadSpec(), plan.StoreSpec(),
-                                     load_staged=True))  # fmt: skip
+    assert plan.loads_walk(plan.block(64, -1, "float32", plan.LoadSpec(), plan.StoreSpec(),
+                                      load_staged=True).load)  # fmt: skip
     monkeypatch.setattr(plan, "INTERLEAVE_COLUMNS", False)  # (interleaved kernels walk)
     got = {}
     for walk in (True, False):
-        if not walk:
-            monkeypatch.setattr(block, "walks_in", lambda spec: False)
-            monkeypatch.setattr(block, "walks_out", lambda spec: False)
+        if not walk:  # the generator's view only (block imports them)
+            monkeypatch.setattr(block, "loads_walk", lambda load: False)
+            monkeypatch.setattr(block, "stores_walk", lambda store: False)
         _forget_kernels()
         got[walk] = [run(dtype) for dtype in (np.complex64, np.complex128)]
     _forget_kernels()

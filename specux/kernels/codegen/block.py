@@ -200,7 +200,7 @@ def _load_lambda(spec: BlockSpec) -> str:
     if load.table:
         lines.append("        v = cmul(v, ((const cpx*)load_table)[g]);")
     lines += ["        return v;", "    };"]
-    if (spec.load_staged or spec.interleave) and walks_in(spec):  # element g at ``off``
+    if (spec.load_staged or spec.interleave) and loads_walk(spec.load):  # element g at ``off``
         lines += [
             "    auto load_at = [&](long long off, long long g) -> cpx {",
             f"        const {in_t}* in = (const {in_t}*)in_ptr;",
@@ -219,19 +219,6 @@ def _load_value(spec: BlockSpec, offset: str) -> list[str]:
     if spec.load.mode == "complex":
         return [f"        v = to_cpx(in[{offset}]);"]
     return [f"        v.re = to_real(in[{offset}]);"]
-
-
-def walks_in(spec: BlockSpec) -> bool:
-    """Whether the staged loads walk their elements' offsets (:func:`_staged_loads`;
-    plan.loads_walk, which plan.interleaves asks too: an interleaved kernel's loads always
-    walk)."""
-    return loads_walk(spec.load)
-
-
-def walks_out(spec: BlockSpec) -> bool:
-    """Whether the staged stores walk their elements' offsets (:func:`_staged_store`;
-    plan.stores_walk, which plan.interleaves asks too)."""
-    return stores_walk(spec.store)
 
 
 def db_of(factor: str, value: str) -> str:
@@ -255,10 +242,12 @@ def _store_lambda(spec: BlockSpec) -> str:
         *_store_checks(spec),
     ]
     target = _out_element(spec, "out")
+    reduce_bound = []
     if store.reduce:  # the slot's reduce values in shared memory (base: the slot's offset)
         target = "(pw + base + g)[o]"
         if spec.pack != "r2c" or store.bins <= spec.n:  # the packed kernel stores 0 .. n
-            lines.append(f"        if (at >= {store.bins}) return;")
+            reduce_bound = [f"        if (at >= {store.bins}) return;"]
+            lines += reduce_bound
     if value == "complex":
         result = "v.re" if store.mode == "real" else "v"
     elif value == "cotangent":
@@ -275,19 +264,18 @@ def _store_lambda(spec: BlockSpec) -> str:
         }[value]
     if store.reduce and spec.reduce_in_slot:
         # The last stage holds each bin's value (reduce_value) until the slot's reads are
-        # done, then writes it (store_value: _untangled_last_stage). The value's lines take
-        # v alone (a scale; plan gives no stored table or cotangent a slot); the bounds
-        # checks go with the position.
-        steps = [line for line in lines[3:] if "return" not in line]
-        checks = [line for line in lines[3:] if "return" in line]
+        # done, then writes it (store_value: _untangled_last_stage). The value's steps take
+        # v alone (a scale; plan gives no stored table a slot); the bounds go with ``at``.
         lines = [
             "    auto reduce_value = [&](cpx v) -> real_t {",
-            *steps,
+            *_store_steps(spec),
+            "        const real_t power = v.re * v.re + v.im * v.im;",
             f"        return {result};",
             "    };",
             "    auto store_value = [&](long long base, long long g, real_t value, int o) {",
             "        const long long at = g + o;",
-            *checks,
+            *_store_bounds(spec),
+            *reduce_bound,
             f"        {target} = value;",
             "    };",
             "    auto store = [&](long long base, long long g, cpx v, int o) {",
@@ -298,7 +286,7 @@ def _store_lambda(spec: BlockSpec) -> str:
     else:
         lines.append(f"        put(&{target}, {result});")
     lines.append("    };")
-    if (spec.store_staged or spec.interleave) and walks_out(spec):  # ``at`` at ``off``
+    if (spec.store_staged or spec.interleave) and stores_walk(spec.store):  # ``at`` at ``off``
         lines += [
             "    auto store_at = [&](long long off, long long at, cpx v) {",
             *_store_checks(spec),
@@ -309,7 +297,13 @@ def _store_lambda(spec: BlockSpec) -> str:
 
 
 def _store_checks(spec: BlockSpec) -> list[str]:
-    """The store lambdas' lines before the value: element ``at``'s bounds, table, scale."""
+    """The store lambdas' lines before the value: element ``at``'s bounds
+    (:func:`_store_bounds`), then its table and scale (:func:`_store_steps`)."""
+    return _store_bounds(spec) + _store_steps(spec)
+
+
+def _store_bounds(spec: BlockSpec) -> list[str]:
+    """The store lambdas' returns for an element ``at`` not stored."""
     store, lines = spec.store, []
     if store.valid:
         lines.append("        if (at >= store_valid) return;")
@@ -317,6 +311,12 @@ def _store_checks(spec: BlockSpec) -> list[str]:
     # 2n, fft_exec._block), so they need no check of the half.
     if store.mode == "half" and spec.pack != "r2c":
         lines.append("        if (2 * at > logical) return;  // bins 0 .. logical / 2")
+    return lines
+
+
+def _store_steps(spec: BlockSpec) -> list[str]:
+    """The store lambdas' changes of the value ``v`` of element ``at``: its table, scale."""
+    store, lines = spec.store, []
     if store.table:
         lines.append("        v = cmul(v, ((const cpx*)store_table)[at]);")
     if store.scaled:
@@ -563,9 +563,10 @@ def _global_load(spec: BlockSpec, j: str, p: str = "", paired: bool = False) -> 
 
 
 def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int = 0,
-                 root: str = "") -> list[str]:  # fmt: skip
+                 root: str = "", call: str = "store") -> list[str]:  # fmt: skip
     """Store element ``j`` + ``offset`` (a constant) of the slot's transform (the epilogue),
-    as statements; with unit output strides the offset reaches the store separately
+    as statements calling ``call`` (the store lambda; ``store_value`` takes a held reduce
+    value: :class:`_Held`); with unit output strides the offset reaches the store separately
     (:func:`_out_element`). A four-step twist kernel multiplies by its twiddle ``root``
     (:func:`_twist_rows`)."""
     jmul = "" if spec.unit_out else " * out_jmul"
@@ -577,16 +578,16 @@ def _final_store(spec: BlockSpec, j: str, value: str, p: str = "", offset: int =
         g = f"out_g{p} + 2LL * ({j}){jmul}"
         step = "1" if spec.unit_out else "out_jmul"
         return [
-            f"store(out_base{p}, {g}, cpx{{{value}.re, 0}}, 0);",
-            f"store(out_base{p}, {g} + {step}, cpx{{{value}.im, 0}}, 0);",
+            f"{call}(out_base{p}, {g}, cpx{{{value}.re, 0}}, 0);",
+            f"{call}(out_base{p}, {g} + {step}, cpx{{{value}.im, 0}}, 0);",
         ]
     g = f"out_g{p} + (long long)({j}){jmul}"
     if offset and not spec.unit_out:
         g, offset = f"{g} + {offset}LL{jmul}", 0
     if spec.twist:  # the four-step twiddle of (column, element)
         return [f"{{ const cpx w = {root}; "
-                f"store(out_base{p}, {g}, cmul({value}, w), 0); }}"]
-    return [f"store(out_base{p}, {g}, {value}, {offset});"]
+                f"{call}(out_base{p}, {g}, cmul({value}, w), 0); }}"]
+    return [f"{call}(out_base{p}, {g}, {value}, {offset});"]
 
 
 # The four-step twist kernel's stores (staged, or interleaved: _interleaved_stores) read
@@ -628,7 +629,7 @@ def _staged_loads(spec: BlockSpec, transfers: int) -> list[str]:
     """The staged loads: each transfer's element of the transfer slot's transform from
     global memory into shared memory."""
     lines = [f"    for (int r = 0; r < {transfers}; ++r) {{"]
-    if walks_in(spec):
+    if loads_walk(spec.load):
         lines = [*_walk(spec, "in"), *lines,
                  f"        const int j = j0 + r * {spec.threads};",
                  "        const cpx v = live2 ? load_at(in_off, in_at) : cpx{0, 0};",
@@ -642,10 +643,10 @@ def _staged_loads(spec: BlockSpec, transfers: int) -> list[str]:
 
 def _staged_store(spec: BlockSpec, root: str, indent: str) -> list[str]:
     """The staged store of transfer ``r`` (a loop variable of the caller; the transfers in
-    order, after :func:`_walk` where :func:`walks_out`): its element of the transfer slot's
+    order, after :func:`_walk` where plan.stores_walk): its element of the transfer slot's
     transform from shared memory to the output, times ``root`` in a twist kernel; the lines
     indented by ``indent`` beyond the loop body's four spaces."""
-    if walks_out(spec):
+    if stores_walk(spec.store):
         value = f"cmul(v, {root})" if spec.twist else "v"
         lines = [
             f"    const int j = j0 + r * {spec.threads};",
@@ -861,8 +862,8 @@ class _Held:
         lines = []
         for _, name, k, offset, guard in (v for v in self.values if v[0] == m):
             cond = f"live && {guard}" if guard else "live"
-            for stmt in _final_store(spec, k, name, offset=offset):
-                lines.append(f"        if ({cond}) {stmt.replace('store(', 'store_value(', 1)}")
+            for stmt in _final_store(spec, k, name, offset=offset, call="store_value"):
+                lines.append(f"        if ({cond}) {stmt}")
         return lines
 
 
@@ -1485,7 +1486,7 @@ def render_block(spec: BlockSpec, dialect: Dialect) -> str:
     if spec.interleave and spec.twist:  # (the last stage stores: _interleaved_stores)
         body += _twist_rows(spec, "c", "t")
     body += _stages(spec, barrier, _local_barrier(spec, dialect))
-    if spec.store_staged and walks_out(spec):
+    if spec.store_staged and stores_walk(spec.store):
         body += _walk(spec, "out")
     if spec.store_staged and spec.twist and TWIST_READS:
         # the twiddles of a round of stores, read before any of its stores: a store may alias
