@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tolerances import TOLERANCES, float32_bound, rel_l2
 
-from specux.kernels import emulate, plan, transform_exec
+from specux.kernels import emulate, plan, transform_exec, tuning
 from specux.kernels.codegen.butterfly import unit_root
 from specux.meta import filters
 
@@ -136,7 +136,9 @@ def test_paired_real_loads_equal_the_scalar_loads(dtype, rng):
 
 
 def _without_register_untangle(monkeypatch):
-    """Render r2c kernels with the untangling through shared memory (the exchange path)."""
+    """Render r2c kernels with the untangling through shared memory (the exchange path;
+    a filterbank's values then in an area after the slots: plan.REDUCE_IN_SLOT needs the
+    register path)."""
     from specux.kernels.codegen import block
     from specux.kernels.codegen.dialects import CPP
 
@@ -144,7 +146,9 @@ def _without_register_untangle(monkeypatch):
                       plan.StoreSpec(mode="half"), pack="r2c")  # fmt: skip
     assert "untangled in registers" in block.render_block(spec, CPP)
     monkeypatch.setattr(block, "untangle_slots", lambda spec: 0)
+    monkeypatch.setattr(plan, "REDUCE_IN_SLOT", False)
     assert "untangled in registers" not in block.render_block(spec, CPP)
+    tuning._clear_plans()  # the programs planned with the values in the slots
     emulate.entry.cache_clear()
     emulate._entry_for_key.cache_clear()
 
@@ -203,6 +207,7 @@ def test_register_untangle_gives_the_exchange_paths_bits(dtype, rng, monkeypatch
         exchange, bank_exchange = run()
     finally:
         monkeypatch.undo()
+        tuning._clear_plans()
         emulate.entry.cache_clear()
         emulate._entry_for_key.cache_clear()
     for n in lengths:
@@ -710,9 +715,10 @@ def _families():
                                      src_strides=strides, dst_strides=strides,
                                      use_blocks=use_blocks)  # fmt: skip
     _transform_families(recorder)
-    # the filterbank reduce's values in the transforms' own slots (plan.REDUCE_IN_SLOT, a
-    # switch): mel's kernel in each storage, power and dB, and magnitude and pow values
-    in_slot, plan.REDUCE_IN_SLOT = plan.REDUCE_IN_SLOT, True
+    # the filterbank reduce's values in an area after the slots (plan.REDUCE_IN_SLOT off; the
+    # families above hold them in the slots): mel's kernel in each storage, power and dB,
+    # and magnitude and pow values
+    in_slot, plan.REDUCE_IN_SLOT = plan.REDUCE_IN_SLOT, False
     try:
         for storage, value, reduce in (("float32", "power", "bank"),
                                        ("float32", "power", "bank_db"),
@@ -862,7 +868,9 @@ def test_every_kernel_family_compiles_with_nvrtc():
     assert {spec.store.value for spec in blocks} == {"complex", "magnitude", "power", "db", "pow",
                                                      "cotangent", "adjoint", "convolve"}
     assert {spec.store.reduce for spec in blocks} == {"", "bank", "bank_db"}
-    assert any(spec.reduce_in_slot and spec.store.reduce == "bank_db" for spec in blocks)
+    for in_slot in (True, False):  # the reduce's values in the slots, and in an area after
+        assert any(spec.reduce_in_slot == in_slot and spec.store.reduce == "bank_db"
+                   for spec in blocks)  # fmt: skip
     assert {spec.store.expand for spec in blocks} == {0, 2, plan.EXPAND_UNROLLED + 1}
     assert any(spec.store.ola_hop and spec.load_staged for spec in blocks)
     assert any(spec.store.ola_hop and spec.unit_in for spec in blocks)

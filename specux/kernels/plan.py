@@ -579,11 +579,16 @@ def untangle_slots(spec: BlockSpec) -> int:
 # A filterbank reduce's values (StoreSpec.reduce: |X| ** power of each bin) in each
 # transform's own slot of shared memory (BlockSpec.reduce_in_slot) where the last stage
 # untangles in registers (untangle_slots): that stage holds the values in registers until
-# every thread of the transform has read the slot, then writes them into it (the same
-# bits), and a block needs no area of its own for them. mel's kernel (n_fft 1024, 4 frames
-# a block): 25.6 -> 17.4 KB of shared memory a block, so an SM holds 9 blocks instead of 8
-# at its 56 registers (NVRTC 13, sm_90; its register count unchanged). Off: not yet timed.
-REDUCE_IN_SLOT = False
+# every thread of the transform has read the slot, then writes them into it, and a block
+# needs no area of its own for them. mel's kernel (n_fft 1024, 4 frames a block): 25.6 ->
+# 17.4 KB of shared memory a block, so an SM holds 9 blocks instead of 8 at its 56
+# registers (NVRTC 13, sm_90; its register count unchanged). H100, tools/ab.py --rounds 2
+# (2026-12-06): mel 0.0781 -> 0.0733 ms, mfcc 0.0973 -> 0.0923, mel_bwd 0.3089 -> 0.3032.
+# The same bits on the host emulation; on the GPU the compiled kernels differ in the last
+# bit of some values (mel: 6% of them, at most 1.95e-7 of the peak), with the same error
+# against float64 (1.92e-7 of the peak both; docs/benchmarks.md). False: an area after the
+# slots (the kernels before this switch).
+REDUCE_IN_SLOT = True
 
 
 def _reduces_in_slot(spec: BlockSpec) -> bool:
