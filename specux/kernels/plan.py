@@ -584,8 +584,8 @@ def untangle_slots(spec: BlockSpec) -> int:
 # 17.4 KB of shared memory a block, so an SM holds 9 blocks instead of 8 at its 56
 # registers (NVRTC 13, sm_90; its register count unchanged). H100, tools/ab.py --rounds 2
 # (2026-12-06): mel 0.0781 -> 0.0733 ms, mfcc 0.0973 -> 0.0923, mel_bwd 0.3089 -> 0.3032.
-# The same bits on the host emulation; on the GPU the compiled kernels differ in the last
-# bit of some values (mel: 6% of them, at most 1.95e-7 of the peak), with the same error
+# The same bits on the host emulation; on the GPU the compiled kernels differ by rounding in
+# some values (mel: 6% of them, by at most 1.95e-7 of the peak), with the same error
 # against float64 (1.92e-7 of the peak both; docs/benchmarks.md). False: an area after the
 # slots (the kernels before this switch).
 REDUCE_IN_SLOT = True
