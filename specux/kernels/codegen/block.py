@@ -235,41 +235,35 @@ def _store_lambda(spec: BlockSpec) -> str:
     if value in INVERSE_VALUES:
         return _adjoint_store_lambda(spec)
     out_t = _storage_type(store.storage, store.mode if value in _COMPLEX_VALUES else "real")
-    lines = [  # element g + o of the row at base (o: a constant offset, _final_store)
-        "    auto store = [&](long long base, long long g, cpx v, int o) {",
-        f"        {out_t}* const out = ({out_t}*)out_ptr + base;  // the row",
-        "        const long long at = g + o;",
-        *_store_checks(spec),
-    ]
     target = _out_element(spec, "out")
     reduce_bound = []
     if store.reduce:  # the slot's reduce values in shared memory (base: the slot's offset)
         target = "(pw + base + g)[o]"
         if spec.pack != "r2c" or store.bins <= spec.n:  # the packed kernel stores 0 .. n
             reduce_bound = [f"        if (at >= {store.bins}) return;"]
-            lines += reduce_bound
+    steps = []  # the value's lines from v
     if value == "complex":
         result = "v.re" if store.mode == "real" else "v"
     elif value == "cotangent":
         # the bin is g + o (g alone is the row of a constant offset o)
-        lines += _cotangent(_out_element(spec, "((const real_t*)factors + base)"), "at")
+        steps = _cotangent(_out_element(spec, "((const real_t*)factors + base)"), "at")
         result = "v"
     else:
-        lines.append("        const real_t power = v.re * v.re + v.im * v.im;")
+        steps = ["        const real_t power = v.re * v.re + v.im * v.im;"]
         result = {
             "power": "power",
             "magnitude": "sqrt(power)",
             "db": db_of("(real_t)10", "power"),
             "pow": "pow(power, (real_t)(0.5 * exponent))",
         }[value]
-    if store.reduce and spec.reduce_in_slot:
+    if spec.reduce_in_slot:
         # The last stage holds each bin's value (reduce_value) until the slot's reads are
         # done, then writes it (store_value: _untangled_last_stage). The value's steps take
         # v alone (a scale; plan gives no stored table a slot); the bounds go with ``at``.
-        lines = [
+        return "\n".join([
             "    auto reduce_value = [&](cpx v) -> real_t {",
             *_store_steps(spec),
-            "        const real_t power = v.re * v.re + v.im * v.im;",
+            *steps,
             f"        return {result};",
             "    };",
             "    auto store_value = [&](long long base, long long g, real_t value, int o) {",
@@ -278,14 +272,17 @@ def _store_lambda(spec: BlockSpec) -> str:
             *reduce_bound,
             f"        {target} = value;",
             "    };",
-            "    auto store = [&](long long base, long long g, cpx v, int o) {",
-            "        store_value(base, g, reduce_value(v), o);",
-        ]
-    elif store.reduce:
-        lines.append(f"        {target} = {result};")
-    else:
-        lines.append(f"        put(&{target}, {result});")
-    lines.append("    };")
+        ])  # fmt: skip
+    lines = [  # element g + o of the row at base (o: a constant offset, _final_store)
+        "    auto store = [&](long long base, long long g, cpx v, int o) {",
+        f"        {out_t}* const out = ({out_t}*)out_ptr + base;  // the row",
+        "        const long long at = g + o;",
+        *_store_checks(spec),
+        *reduce_bound,
+        *steps,
+        f"        {target} = {result};" if store.reduce else f"        put(&{target}, {result});",
+        "    };",
+    ]
     if (spec.store_staged or spec.interleave) and stores_walk(spec.store):  # ``at`` at ``off``
         lines += [
             "    auto store_at = [&](long long off, long long at, cpx v) {",
@@ -923,8 +920,8 @@ def _untangled_last_stage(spec: BlockSpec, index: int, stride: int,
     a = [f"a{q}" for q in range(radix)]
     b = [f"b{q}" for q in range(radix)]
     held = _Held() if spec.reduce_in_slot else None
-    if held is not None and not (spec.store.reduce and local):
-        raise ValueError("reduce values in the slot need a reduce and the stage's barrier")
+    if held is not None and not local:  # (render_block checks the reduce)
+        raise ValueError("reduce values in the slot need the stage's barrier (local)")
     lines = [f"    {{  // stage {index}: radix {radix}, stride {stride}, untangled in registers"]
     conds = []
     for m in range(reps):
