@@ -148,9 +148,7 @@ def _without_register_untangle(monkeypatch):
     monkeypatch.setattr(block, "untangle_slots", lambda spec: 0)
     monkeypatch.setattr(plan, "REDUCE_IN_SLOT", False)
     assert "untangled in registers" not in block.render_block(spec, CPP)
-    tuning._clear_plans()  # the programs planned with the values in the slots
-    emulate.entry.cache_clear()
-    emulate._entry_for_key.cache_clear()
+    _forget_kernels()  # the programs planned with the values in the slots
 
 
 def test_r2c_last_stages_untangle_in_registers():
@@ -207,9 +205,7 @@ def test_register_untangle_gives_the_exchange_paths_bits(dtype, rng, monkeypatch
         exchange, bank_exchange = run()
     finally:
         monkeypatch.undo()
-        tuning._clear_plans()
-        emulate.entry.cache_clear()
-        emulate._entry_for_key.cache_clear()
+        _forget_kernels()
     for n in lengths:
         np.testing.assert_array_equal(registers[n], exchange[n], err_msg=str(n))
         ref = np.fft.rfft(rows[n].astype(np.float64))
@@ -235,10 +231,9 @@ def test_emulated_four_step_float64(n, rng):
 
 
 def _forget_kernels():
-    """Drop the planned programs and built kernels (after a switch of the generator)."""
-    from specux.kernels import fft_exec
-
-    fft_exec._program.cache_clear()
+    """Drop the planned programs and built kernels (after a switch of the generator or the
+    planner)."""
+    tuning._clear_plans()
     emulate.entry.cache_clear()
     emulate._entry_for_key.cache_clear()
 
